@@ -1,0 +1,182 @@
+package hostapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/hostapi/store"
+)
+
+// Config is everything a Host is built from.
+type Config struct {
+	DataDir          string
+	MaxFileSize      int64
+	MaxWorkspaceSize int64
+	// AllowPrivateDownloads lets files.download reach loopback and private
+	// addresses (local testing only; SPEC 8).
+	AllowPrivateDownloads bool
+	// MaxImagePixels caps decoded image size (default 100 megapixels).
+	MaxImagePixels int64
+	// Run limits: defaults for a run, and the maxima a caller may ask for.
+	Limits    RunLimits
+	MaxLimits RunLimits
+	Log       *slog.Logger
+}
+
+// RunLimits bound one script run (SPEC 5).
+type RunLimits struct {
+	Timeout     time.Duration
+	MemoryBytes int64
+	LogBytes    int
+	ResultBytes int
+	MaxDepth    int
+}
+
+// DefaultLimits are SPEC 5's defaults.
+func DefaultLimits() RunLimits {
+	return RunLimits{Timeout: 30 * time.Second, MemoryBytes: 256 << 20, LogBytes: 1 << 20, ResultBytes: 10 << 20, MaxDepth: 8}
+}
+
+// DefaultMaxLimits are the server maxima a caller may raise limits to.
+func DefaultMaxLimits() RunLimits {
+	return RunLimits{Timeout: 10 * time.Minute, MemoryBytes: 1 << 30, LogBytes: 8 << 20, ResultBytes: 64 << 20, MaxDepth: 8}
+}
+
+// Host is one running metaclaw: its store, its registry and the sandbox
+// runner that scripts and saved tools execute on.
+type Host struct {
+	Config   Config
+	Store    *store.Store
+	Registry *Registry
+	Log      *slog.Logger
+	// Runner runs scripts for run_script and tools.call; set by whoever
+	// builds the Host (it lives in the runtime layer, above hostapi).
+	Runner ScriptRunner
+
+	closeMu sync.Mutex
+	closers []func() error
+}
+
+// NewHost opens the store in cfg.DataDir and returns a Host with an empty
+// registry; format packages then register their operations into it.
+func NewHost(cfg Config) (*Host, error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = "data"
+	}
+	if cfg.Limits == (RunLimits{}) {
+		cfg.Limits = DefaultLimits()
+	}
+	if cfg.MaxLimits == (RunLimits{}) {
+		cfg.MaxLimits = DefaultMaxLimits()
+	}
+	if cfg.MaxImagePixels <= 0 {
+		cfg.MaxImagePixels = 100_000_000
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	st, err := store.Open(store.Config{Dir: cfg.DataDir, MaxFileSize: cfg.MaxFileSize, MaxWorkspaceSize: cfg.MaxWorkspaceSize})
+	if err != nil {
+		return nil, err
+	}
+	return &Host{Config: cfg, Store: st, Registry: NewRegistry(), Log: cfg.Log}, nil
+}
+
+// OnClose registers fn to run when the Host closes (last registered, first run).
+func (h *Host) OnClose(fn func() error) {
+	h.closeMu.Lock()
+	h.closers = append(h.closers, fn)
+	h.closeMu.Unlock()
+}
+
+// Close releases everything the Host and its packages hold.
+func (h *Host) Close() error {
+	h.closeMu.Lock()
+	closers := h.closers
+	h.closers = nil
+	h.closeMu.Unlock()
+	var errs []error
+	for i := len(closers) - 1; i >= 0; i-- {
+		errs = append(errs, closers[i]())
+	}
+	errs = append(errs, h.Store.Close())
+	return errors.Join(errs...)
+}
+
+// Env returns a calling environment for workspace ws and session.
+func (h *Host) Env(ws, session string) *Env {
+	return &Env{Host: h, WS: h.Store.Workspace(ws), Session: session}
+}
+
+// ScriptRunner runs a script or module in a sandbox.
+type ScriptRunner interface {
+	Run(ctx context.Context, env *Env, req RunRequest) *RunResult
+}
+
+// RunRequest is one script run (POST /api/run, run_script, tools.call).
+type RunRequest struct {
+	Code string `json:"code,omitempty"`
+	// WASM is a workspace file ref of a WebAssembly module to run instead
+	// of Code.
+	WASM  string `json:"wasm,omitempty"`
+	Input any    `json:"input,omitempty"`
+	// Limits override the host defaults, clamped to the host maxima.
+	Limits RunLimits `json:"-"`
+}
+
+// RunResult is SPEC 5's run result.
+type RunResult struct {
+	OK         bool       `json:"ok"`
+	Result     any        `json:"result"`
+	Logs       []LogEntry `json:"logs"`
+	Error      *RunError  `json:"error,omitempty"`
+	Files      []Artifact `json:"files"`
+	DurationMs float64    `json:"durationMs"`
+}
+
+// LogEntry is one captured console line.
+type LogEntry struct {
+	Level   string `json:"level"`
+	Message string `json:"message"`
+}
+
+// RunError is how a failed run reports its error.
+type RunError struct {
+	Code    apierr.Code `json:"code"`
+	Message string      `json:"message"`
+	Stack   string      `json:"stack,omitempty"`
+}
+
+// Artifact is a file a run created, modified or deleted (seed 002).
+type Artifact struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Action   string `json:"action"`
+	IconType string `json:"iconType"`
+}
+
+// EffectiveLimits fills unset fields of l with the host defaults and clamps
+// every field to the host maxima.
+func (h *Host) EffectiveLimits(l RunLimits) RunLimits {
+	d, m := h.Config.Limits, h.Config.MaxLimits
+	pick := func(v, def, max int64) int64 {
+		if v <= 0 {
+			v = def
+		}
+		if max > 0 && v > max {
+			v = max
+		}
+		return v
+	}
+	return RunLimits{
+		Timeout:     time.Duration(pick(int64(l.Timeout), int64(d.Timeout), int64(m.Timeout))),
+		MemoryBytes: pick(l.MemoryBytes, d.MemoryBytes, m.MemoryBytes),
+		LogBytes:    int(pick(int64(l.LogBytes), int64(d.LogBytes), int64(m.LogBytes))),
+		ResultBytes: int(pick(int64(l.ResultBytes), int64(d.ResultBytes), int64(m.ResultBytes))),
+		MaxDepth:    int(pick(int64(l.MaxDepth), int64(d.MaxDepth), int64(m.MaxDepth))),
+	}
+}

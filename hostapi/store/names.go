@@ -1,0 +1,144 @@
+package store
+
+import (
+	"path"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
+)
+
+// CleanName validates a user-given workspace path and returns its canonical
+// form ("reports/q3.xlsx"). A leading "/" is allowed and ignored. Names never
+// reach the filesystem (bodies use generated names), but they are still kept
+// tidy so that every door shows the same name for the same file.
+func CleanName(name string) (string, error) {
+	n := strings.TrimSpace(name)
+	n = strings.TrimLeft(n, "/")
+	if n == "" {
+		return "", apierr.New(apierr.ValidationFailed, "file name is empty; give a name such as \"reports/q3.xlsx\"")
+	}
+	if len(n) > 1024 {
+		return "", apierr.New(apierr.ValidationFailed, "file name is %d bytes long; the limit is 1024", len(n))
+	}
+	if !utf8.ValidString(n) {
+		return "", apierr.New(apierr.ValidationFailed, "file name %q is not valid UTF-8", name)
+	}
+	for _, r := range n {
+		if unicode.IsControl(r) || r == '\\' {
+			return "", apierr.New(apierr.ValidationFailed, "file name %q contains a control character or backslash; use plain characters and \"/\" between folders", name)
+		}
+	}
+	for _, seg := range strings.Split(n, "/") {
+		switch {
+		case seg == "":
+			return "", apierr.New(apierr.ValidationFailed, "file name %q has an empty folder segment (\"//\" or a trailing \"/\")", name)
+		case seg == "." || seg == "..":
+			return "", apierr.New(apierr.ValidationFailed, "file name %q may not contain \".\" or \"..\" segments", name)
+		case len(seg) > 255:
+			return "", apierr.New(apierr.ValidationFailed, "a segment of file name %q is longer than 255 bytes", name)
+		}
+	}
+	return n, nil
+}
+
+// IsID reports whether ref has the shape of a file id (a UUID).
+func IsID(ref string) bool {
+	if len(ref) != 36 {
+		return false
+	}
+	_, err := uuid.Parse(ref)
+	return err == nil
+}
+
+// Glob is a compiled file-name pattern. "*" and "?" stay within one folder,
+// "**" crosses folders, "[abc]" is a class, "{a,b}" alternatives. A pattern
+// without "/" is matched against the base name, so "*.csv" finds CSV files in
+// every folder, which is what an agent asking for "*.csv" means.
+type Glob struct {
+	re       *regexp.Regexp
+	baseOnly bool
+}
+
+// CompileGlob compiles pattern; an empty pattern matches everything.
+func CompileGlob(pattern string) (*Glob, error) {
+	p := strings.TrimLeft(strings.TrimSpace(pattern), "/")
+	if p == "" {
+		return &Glob{}, nil
+	}
+	var b strings.Builder
+	b.WriteString("^")
+	depth := 0
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch c {
+		case '*':
+			if i+1 < len(p) && p[i+1] == '*' {
+				i++
+				if i+1 < len(p) && p[i+1] == '/' {
+					i++
+					b.WriteString("(?:.*/)?")
+				} else {
+					b.WriteString(".*")
+				}
+			} else {
+				b.WriteString("[^/]*")
+			}
+		case '?':
+			b.WriteString("[^/]")
+		case '[':
+			j := strings.IndexByte(p[i:], ']')
+			if j < 0 {
+				return nil, apierr.New(apierr.ValidationFailed, "pattern %q has an unclosed \"[\"", pattern)
+			}
+			class := p[i+1 : i+j]
+			if strings.HasPrefix(class, "!") {
+				class = "^" + class[1:]
+			}
+			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
+			i += j
+		case '{':
+			depth++
+			b.WriteString("(?:")
+		case '}':
+			if depth == 0 {
+				b.WriteString(`\}`)
+				continue
+			}
+			depth--
+			b.WriteString(")")
+		case ',':
+			if depth > 0 {
+				b.WriteString("|")
+			} else {
+				b.WriteString(",")
+			}
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	if depth != 0 {
+		return nil, apierr.New(apierr.ValidationFailed, "pattern %q has an unclosed \"{\"", pattern)
+	}
+	b.WriteString("$")
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil, apierr.New(apierr.ValidationFailed, "pattern %q is not a valid glob: %v", pattern, err)
+	}
+	return &Glob{re: re, baseOnly: !strings.Contains(p, "/")}, nil
+}
+
+// Match reports whether name matches.
+func (g *Glob) Match(name string) bool {
+	if g.re == nil {
+		return true
+	}
+	if g.baseOnly {
+		return g.re.MatchString(path.Base(name))
+	}
+	return g.re.MatchString(name)
+}
