@@ -87,8 +87,17 @@ func Wrap(code Code, cause error, format string, args ...any) *Error {
 }
 
 // From converts any error into a coded one: coded errors pass through,
-// context expiry becomes TIMEOUT, everything else INTERNAL.
-func From(err error) *Error {
+// context expiry becomes TIMEOUT, everything else INTERNAL. It returns a
+// plain error (nil for nil) so that it can be returned directly.
+func From(err error) error {
+	if err == nil {
+		return nil
+	}
+	return Of(err)
+}
+
+// Of is the coded view of err (nil for nil).
+func Of(err error) *Error {
 	if err == nil {
 		return nil
 	}
@@ -110,7 +119,7 @@ func CodeOf(err error) Code {
 	if err == nil {
 		return ""
 	}
-	return From(err).Code
+	return Of(err).Code
 }
 
 // Is reports whether err carries code.

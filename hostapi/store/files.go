@@ -207,11 +207,12 @@ func (w *Workspace) Create(ctx context.Context, opt CreateOptions, body io.Reade
 		}
 		return apierr.From(err)
 	})
-	w.s.unreserve(w.name, b.reserved)
 	if err != nil {
+		w.s.unreserve(w.name, b.reserved)
 		os.Remove(w.s.bodyPath(f))
 		return nil, err
 	}
+	w.s.settle(w.name, b.reserved, f.Size)
 	w.changed(ctx, f, "created", Event{Type: EventCreated, Data: map[string]any{
 		"id": f.ID, "name": f.Name, "size": f.Size, "mime_type": f.MimeType, "source_session_id": f.SourceSessionID,
 	}})
@@ -245,6 +246,7 @@ func (w *Workspace) Modify(ctx context.Context, ref string, fn func(cur *File, c
 	if err != nil {
 		return nil, err
 	}
+	bw.credit = cur.Size
 	if err := fn(cur, w.s.bodyPath(cur), bw); err != nil {
 		bw.abort()
 		if bw.err != nil {
@@ -275,6 +277,7 @@ func (w *Workspace) replace(ctx context.Context, id, mimeHint string, body io.Re
 	if err != nil {
 		return nil, err
 	}
+	bw.credit = cur.Size
 	if _, err := copyCtx(ctx, bw, body); err != nil {
 		bw.abort()
 		return nil, err
@@ -289,7 +292,6 @@ func (w *Workspace) replace(ctx context.Context, id, mimeHint string, body io.Re
 // commitBody points cur at the durable new body b; the caller holds the
 // write lock.
 func (w *Workspace) commitBody(ctx context.Context, cur *File, b *body, mimeHint string) (*File, error) {
-	defer w.s.unreserve(w.name, b.reserved)
 	newPath := w.s.bodyPath(&File{DiskPath: b.diskPath})
 	oldPath := w.s.bodyPath(cur)
 	makeBackup := !cur.HasBackup
@@ -297,11 +299,13 @@ func (w *Workspace) commitBody(ctx context.Context, cur *File, b *body, mimeHint
 		tmp := w.s.backupPath(cur.ID) + ".tmp"
 		os.Remove(tmp)
 		if err := os.Link(oldPath, tmp); err != nil {
+			w.s.unreserve(w.name, b.reserved)
 			os.Remove(newPath)
 			return nil, apierr.Wrap(apierr.FileWriteFailed, err, "cannot keep a backup of %q: %v", cur.Name, err)
 		}
 		if err := os.Rename(tmp, w.s.backupPath(cur.ID)); err != nil {
 			os.Remove(tmp)
+			w.s.unreserve(w.name, b.reserved)
 			os.Remove(newPath)
 			return nil, apierr.Wrap(apierr.FileWriteFailed, err, "cannot keep a backup of %q: %v", cur.Name, err)
 		}
@@ -330,12 +334,14 @@ func (w *Workspace) commitBody(ctx context.Context, cur *File, b *body, mimeHint
 		return nil
 	})
 	if err != nil {
+		w.s.unreserve(w.name, b.reserved)
 		os.Remove(newPath)
 		if makeBackup {
 			os.Remove(w.s.backupPath(cur.ID))
 		}
 		return nil, err
 	}
+	w.s.settle(w.name, b.reserved, nf.Size-cur.Size)
 	os.Remove(oldPath)
 	w.changed(ctx, &nf, "modified", Event{Type: EventModified, Data: map[string]any{
 		"id": nf.ID, "name": nf.Name, "size": nf.Size, "modified_on": formatTime(nf.ModifiedOn),
@@ -362,6 +368,7 @@ func (w *Workspace) Delete(ctx context.Context, ref string) error {
 	if err != nil {
 		return err
 	}
+	w.s.settle(w.name, 0, -f.Size)
 	os.Remove(w.s.bodyPath(f))
 	os.Remove(w.s.backupPath(f.ID))
 	w.changed(ctx, f, "deleted", Event{Type: EventDeleted, Data: map[string]any{"id": f.ID}})

@@ -14,12 +14,12 @@ import (
 
 func (s *Store) reserve(ws string, n int64) error {
 	_, maxWS := s.Limits()
-	used, err := s.usedBytes(ws)
+	s.quotaMu.Lock()
+	defer s.quotaMu.Unlock()
+	used, err := s.usedLocked(ws)
 	if err != nil {
 		return err
 	}
-	s.quotaMu.Lock()
-	defer s.quotaMu.Unlock()
 	if used+s.reserved[ws]+n > maxWS {
 		return apierr.New(apierr.QuotaExceeded,
 			"workspace %q would exceed its %s quota (%s used); delete files you no longer need",
@@ -35,6 +35,39 @@ func (s *Store) unreserve(ws string, n int64) {
 	}
 	s.quotaMu.Lock()
 	s.reserved[ws] -= n
+	s.quotaMu.Unlock()
+}
+
+// usedLocked returns the bytes committed in ws as this process knows them,
+// loading the figure from SQLite the first time.
+func (s *Store) usedLocked(ws string) (int64, error) {
+	if u, ok := s.used[ws]; ok {
+		return u, nil
+	}
+	u, err := s.usedBytes(ws)
+	if err != nil {
+		return 0, err
+	}
+	s.used[ws] = u
+	return u, nil
+}
+
+// settle turns a writer's reservation into committed size in one step, so
+// that no other writer sees the bytes neither reserved nor used. Sizes read
+// inside a commit transaction (checkQuotaTx) refresh used from SQLite, which
+// also picks up other processes' writes.
+func (s *Store) settle(ws string, reserved, delta int64) {
+	s.quotaMu.Lock()
+	s.reserved[ws] -= reserved
+	if u, ok := s.used[ws]; ok {
+		s.used[ws] = u + delta
+	}
+	s.quotaMu.Unlock()
+}
+
+func (s *Store) setUsed(ws string, used int64) {
+	s.quotaMu.Lock()
+	s.used[ws] = used
 	s.quotaMu.Unlock()
 }
 
@@ -57,12 +90,13 @@ func (w *Workspace) Usage() (used, limit int64, err error) {
 // checkQuotaTx verifies inside the commit transaction that replacing oldSize
 // bytes with newSize keeps the workspace within its quota.
 func (s *Store) checkQuotaTx(tx *sql.Tx, ws string, oldSize, newSize int64) error {
-	if newSize <= oldSize {
-		return nil
-	}
 	var used int64
 	if err := tx.QueryRow(`SELECT COALESCE(SUM(size),0) FROM agent_files WHERE workspace=?`, ws).Scan(&used); err != nil {
 		return apierr.Wrap(apierr.Internal, err, "reading quota: %v", err)
+	}
+	s.setUsed(ws, used)
+	if newSize <= oldSize {
+		return nil
 	}
 	_, maxWS := s.Limits()
 	if used-oldSize+newSize > maxWS {

@@ -61,6 +61,8 @@ type Store struct {
 	quotaMu sync.Mutex
 	// reserved bytes per workspace for writes in flight in this process.
 	reserved map[string]int64
+	// used is the committed size per workspace as last seen.
+	used map[string]int64
 }
 
 // Open opens (creating if needed) the store in cfg.Dir.
@@ -82,6 +84,7 @@ func Open(cfg Config) (*Store, error) {
 		cacheDir: filepath.Join(cfg.Dir, "cache"),
 		bus:      cfg.Bus,
 		reserved: map[string]int64{},
+		used:     map[string]int64{},
 	}
 	if s.bus == nil {
 		s.bus = NewMemoryBus(1024)

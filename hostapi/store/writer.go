@@ -12,10 +12,6 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
 
-// reserveChunk is how many bytes a writer reserves from the workspace quota
-// at a time, so that the quota lock is not taken on every small write.
-const reserveChunk = 1 << 20
-
 // BodyWriter streams a new body into a temp file while hashing it, keeping
 // its first bytes for MIME detection and holding quota for it. It enforces
 // the per-file limit and the workspace quota as bytes arrive, so an
@@ -29,7 +25,10 @@ type BodyWriter struct {
 	n        int64
 	head     []byte
 	reserved int64
-	err      error
+	// credit is the size of the body being replaced: a rewrite only needs
+	// quota for what it adds beyond it.
+	credit int64
+	err    error
 	done     bool
 }
 
@@ -51,17 +50,12 @@ func (b *BodyWriter) Write(p []byte) (int, error) {
 		b.err = apierr.New(apierr.TooLarge, "file would exceed the %s per-file limit", humanBytes(maxFile))
 		return 0, b.err
 	}
-	if need := b.n + int64(len(p)) - b.reserved; need > 0 {
-		chunk := max(need, reserveChunk)
-		chunk = min(chunk, maxFile-b.reserved)
-		if chunk < need {
-			chunk = need
-		}
-		if err := b.s.reserve(b.ws, chunk); err != nil {
+	if need := b.n + int64(len(p)) - b.credit - b.reserved; need > 0 {
+		if err := b.s.reserve(b.ws, need); err != nil {
 			b.err = err
 			return 0, err
 		}
-		b.reserved += chunk
+		b.reserved += need
 	}
 	if len(b.head) < sniffLen {
 		k := min(sniffLen-len(b.head), len(p))
