@@ -272,8 +272,20 @@ func TestConcurrentWritersNeverExceedQuota(t *testing.T) {
 	}
 	wg.Wait()
 	used, _, _ := w.Usage()
-	if used > 1_000_000 || ok.Load() != 11 {
-		t.Fatalf("used %d bytes with %d files; quota is 1,000,000 (11 files of 90,000 fit)", used, ok.Load())
+	if used > 1_000_000 || ok.Load() == 0 || used != ok.Load()*90_000 {
+		t.Fatalf("used %d bytes with %d files; quota is 1,000,000", used, ok.Load())
+	}
+	// Nothing stays reserved: the rest of the quota is usable, not a byte more.
+	free := 1_000_000 - used
+	for free > 0 {
+		n := min(free, 100_000)
+		if _, err := w.Create(context.Background(), CreateOptions{Name: fmt.Sprintf("fill%d", free)}, bytes.NewReader(make([]byte, n))); err != nil {
+			t.Fatalf("filling the free quota: %v", err)
+		}
+		free -= n
+	}
+	if _, err := w.Create(context.Background(), CreateOptions{Name: "one-more"}, strings.NewReader("x")); apierr.CodeOf(err) != apierr.QuotaExceeded {
+		t.Fatalf("one byte over: %v", err)
 	}
 	checkClean(t, s)
 }
