@@ -119,11 +119,10 @@ type ScriptRunner interface {
 
 // RunRequest is one script run (POST /api/run, run_script, tools.call).
 type RunRequest struct {
-	Code string `json:"code,omitempty"`
-	// WASM is a workspace file ref of a WebAssembly module to run instead
-	// of Code.
-	WASM  string `json:"wasm,omitempty"`
+	Code  string `json:"code,omitempty"`
 	Input any    `json:"input,omitempty"`
+	// Name labels the run in stack traces ("script.js", a tool's name).
+	Name string `json:"-"`
 	// Limits override the host defaults, clamped to the host maxima.
 	Limits RunLimits `json:"-"`
 }

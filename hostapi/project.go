@@ -122,16 +122,16 @@ func projectValue(rv reflect.Value, style KeyStyle) any {
 		}
 		return out
 	case reflect.Struct:
-		fields := structFields(rv.Type())
+		fields := StructFields(rv.Type())
 		out := make(map[string]any, len(fields))
 		for _, f := range fields {
-			fv := rv.FieldByIndex(f.index)
-			if f.omitEmpty && fv.IsZero() {
+			fv := rv.FieldByIndex(f.Index)
+			if f.OmitEmpty && fv.IsZero() {
 				continue
 			}
-			name := f.camel
+			name := f.Camel
 			if style == SnakeCase {
-				name = f.snake
+				name = f.Snake
 			}
 			out[name] = projectValue(fv, style)
 		}
@@ -145,21 +145,22 @@ func toString(v reflect.Value) string {
 	return strings.Trim(string(b), `"`)
 }
 
-type fieldInfo struct {
-	index        []int
-	camel, snake string
-	omitEmpty    bool
+// FieldInfo describes one JSON-visible struct field.
+type FieldInfo struct {
+	Index        []int
+	Camel, Snake string
+	OmitEmpty    bool
 }
 
-var fieldCache sync.Map // reflect.Type → []fieldInfo
+var fieldCache sync.Map // reflect.Type → []FieldInfo
 
-// structFields lists the exported fields of t as encoding/json would,
-// flattening embedded structs.
-func structFields(t reflect.Type) []fieldInfo {
+// StructFields lists the exported fields of struct type t as encoding/json
+// would, flattening embedded structs; results are cached per type.
+func StructFields(t reflect.Type) []FieldInfo {
 	if f, ok := fieldCache.Load(t); ok {
-		return f.([]fieldInfo)
+		return f.([]FieldInfo)
 	}
-	var out []fieldInfo
+	var out []FieldInfo
 	var walk func(t reflect.Type, index []int)
 	walk = func(t reflect.Type, index []int) {
 		for i := 0; i < t.NumField(); i++ {
@@ -186,7 +187,7 @@ func structFields(t reflect.Type) []fieldInfo {
 			if name == "" {
 				name = lowerFirst(sf.Name)
 			}
-			out = append(out, fieldInfo{index: idx, camel: name, snake: SnakeName(name), omitEmpty: strings.Contains(opts, "omitempty")})
+			out = append(out, FieldInfo{Index: idx, Camel: name, Snake: SnakeName(name), OmitEmpty: strings.Contains(opts, "omitempty")})
 		}
 	}
 	walk(t, nil)

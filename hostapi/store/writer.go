@@ -29,7 +29,7 @@ type BodyWriter struct {
 	// quota for what it adds beyond it.
 	credit int64
 	err    error
-	done     bool
+	done   bool
 }
 
 func (s *Store) newBodyWriter(ws string) (*BodyWriter, error) {

@@ -1,0 +1,323 @@
+// Package agenttools keeps agent-authored reusable tools (SPEC 6): saved in
+// SQLite with a version that increments on every save, listed beside the
+// built-in meta-tools, and callable from scripts, HTTP, MCP and the CLI.
+// It also loads the built-in script tools of the scripts/ folder and offers
+// run_script, the meta-tool that runs code.
+package agenttools
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dop251/goja/parser"
+
+	"github.com/metaclaw/metaclaw/hostapi"
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/scripts"
+)
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{2,63}$`)
+
+// Tool is a reusable tool.
+type Tool struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	InputSchema hostapi.Schema `json:"inputSchema"`
+	Code        string         `json:"code,omitempty"`
+	Version     int            `json:"version"`
+	Builtin     bool           `json:"builtin"`
+	UpdatedOn   time.Time      `json:"updatedOn,omitempty"`
+}
+
+// Summary is one entry of tools.list.
+type Summary struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	InputSchema hostapi.Schema `json:"inputSchema"`
+	Version     int            `json:"version"`
+	Builtin     bool           `json:"builtin"`
+}
+
+// Tools is the saved-tool store of one host; it is the registry's
+// DynamicTools.
+type Tools struct {
+	host     *hostapi.Host
+	db       *sql.DB
+	builtins map[string]*Tool
+	mu       sync.Mutex
+	watchers []func(workspace string)
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS agent_tools (
+	workspace    TEXT NOT NULL,
+	name         TEXT NOT NULL,
+	description  TEXT NOT NULL,
+	input_schema TEXT NOT NULL,
+	code         TEXT NOT NULL,
+	version      INTEGER NOT NULL,
+	created_on   TEXT NOT NULL,
+	updated_on   TEXT NOT NULL,
+	PRIMARY KEY (workspace, name)
+);`
+
+// Register creates the agent_tools table, loads the built-in script tools
+// and adds the tools.* operations, tool_* meta-tools and run_script.
+func Register(h *hostapi.Host) (*Tools, error) {
+	t := &Tools{host: h, db: h.Store.DB(), builtins: map[string]*Tool{}}
+	if _, err := t.db.Exec(schema); err != nil {
+		return nil, fmt.Errorf("create agent_tools: %w", err)
+	}
+	if err := t.loadBuiltins(scripts.FS); err != nil {
+		return nil, err
+	}
+	h.Registry.Dynamic = t
+	h.Registry.Add(t.ops()...)
+	return t, nil
+}
+
+// OnChange registers fn to be told when a workspace's tool list changes
+// (MCP sends tools/list_changed).
+func (t *Tools) OnChange(fn func(workspace string)) {
+	t.mu.Lock()
+	t.watchers = append(t.watchers, fn)
+	t.mu.Unlock()
+}
+
+func (t *Tools) changed(ws string) {
+	t.mu.Lock()
+	ws2 := append([]func(string){}, t.watchers...)
+	t.mu.Unlock()
+	for _, fn := range ws2 {
+		fn(ws)
+	}
+}
+
+// loadBuiltins reads every .js file of fsys; a file without a valid header
+// is a build mistake and stops start-up.
+func (t *Tools) loadBuiltins(fsys fs.FS) error {
+	paths, err := fs.Glob(fsys, "*.js")
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		tool, err := ParseHeader(string(b))
+		if err != nil {
+			return fmt.Errorf("scripts/%s: %w", p, err)
+		}
+		tool.Builtin, tool.Version = true, 1
+		if err := t.check(tool); err != nil {
+			return fmt.Errorf("scripts/%s: %w", p, err)
+		}
+		t.builtins[tool.Name] = tool
+	}
+	return nil
+}
+
+// ParseHeader reads a script tool's header comment:
+//
+//	// @tool name
+//	// @description what it does
+//	// @input {"type":"object",...}
+func ParseHeader(code string) (*Tool, error) {
+	tool := &Tool{Code: code}
+	for _, line := range strings.Split(code, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "//") {
+			if line == "" {
+				continue
+			}
+			break
+		}
+		key, val, _ := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "//")), " ")
+		val = strings.TrimSpace(val)
+		switch key {
+		case "@tool":
+			tool.Name = val
+		case "@description":
+			tool.Description = val
+		case "@input":
+			if err := json.Unmarshal([]byte(val), &tool.InputSchema); err != nil {
+				return nil, fmt.Errorf("@input is not JSON: %w", err)
+			}
+		}
+	}
+	if tool.Name == "" || tool.Description == "" {
+		return nil, fmt.Errorf("header must declare @tool and @description")
+	}
+	if tool.InputSchema == nil {
+		tool.InputSchema = hostapi.Schema{"type": "object"}
+	}
+	return tool, nil
+}
+
+// check validates a tool definition.
+func (t *Tools) check(tool *Tool) error {
+	if !nameRE.MatchString(tool.Name) {
+		return apierr.New(apierr.ValidationFailed, "tool name %q must match ^[a-z][a-z0-9_]{2,63}$ (lower case, digits, underscores)", tool.Name)
+	}
+	if t.host.Registry.IsBuiltin(tool.Name) {
+		return apierr.New(apierr.ValidationFailed, "tool name %q is a built-in meta-tool; choose another name", tool.Name)
+	}
+	if strings.TrimSpace(tool.Description) == "" {
+		return apierr.New(apierr.ValidationFailed, "a tool needs a description that tells an LLM when to use it")
+	}
+	if tool.InputSchema == nil {
+		tool.InputSchema = hostapi.Schema{"type": "object"}
+	}
+	if typ, ok := tool.InputSchema["type"]; ok && typ != "object" {
+		return apierr.New(apierr.ValidationFailed, "inputSchema must describe an object (\"type\": \"object\"), got %v", typ)
+	}
+	if _, err := hostapi.CompileSchema(tool.InputSchema); err != nil {
+		return apierr.New(apierr.ValidationFailed, "inputSchema is not a valid JSON Schema: %v", err)
+	}
+	if _, err := parser.ParseFile(nil, tool.Name+".js", "(async function() {\n"+tool.Code+"\n})()", 0); err != nil {
+		return apierr.New(apierr.ValidationFailed, "the tool's code does not parse: %v", err)
+	}
+	return nil
+}
+
+func (t *Tools) get(ctx context.Context, ws, name string) (*Tool, error) {
+	if b := t.builtins[name]; b != nil {
+		return b, nil
+	}
+	var tool Tool
+	var schemaJSON, updated string
+	err := t.db.QueryRowContext(ctx, `SELECT name, description, input_schema, code, version, updated_on FROM agent_tools WHERE workspace=? AND name=?`, ws, name).
+		Scan(&tool.Name, &tool.Description, &schemaJSON, &tool.Code, &tool.Version, &updated)
+	if err == sql.ErrNoRows {
+		return nil, apierr.New(apierr.NotFound, "no saved tool named %q; tools.list() shows the tools", name)
+	}
+	if err != nil {
+		return nil, apierr.From(err)
+	}
+	json.Unmarshal([]byte(schemaJSON), &tool.InputSchema)
+	tool.UpdatedOn, _ = time.Parse(time.RFC3339Nano, updated)
+	return &tool, nil
+}
+
+func (t *Tools) list(ctx context.Context, ws string) ([]Summary, error) {
+	out := []Summary{}
+	for _, b := range t.builtins {
+		out = append(out, Summary{b.Name, b.Description, b.InputSchema, b.Version, true})
+	}
+	rows, err := t.db.QueryContext(ctx, `SELECT name, description, input_schema, version FROM agent_tools WHERE workspace=? ORDER BY name`, ws)
+	if err != nil {
+		return nil, apierr.From(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s Summary
+		var schemaJSON string
+		if err := rows.Scan(&s.Name, &s.Description, &schemaJSON, &s.Version); err != nil {
+			return nil, apierr.From(err)
+		}
+		json.Unmarshal([]byte(schemaJSON), &s.InputSchema)
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, apierr.From(rows.Err())
+}
+
+func (t *Tools) save(ctx context.Context, ws string, tool *Tool) (int, error) {
+	if err := t.check(tool); err != nil {
+		return 0, err
+	}
+	if t.builtins[tool.Name] != nil {
+		return 0, apierr.New(apierr.ValidationFailed, "tool name %q is a built-in script tool; choose another name", tool.Name)
+	}
+	schemaJSON, _ := json.Marshal(tool.InputSchema)
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	var version int
+	err := t.db.QueryRowContext(ctx, `
+		INSERT INTO agent_tools (workspace, name, description, input_schema, code, version, created_on, updated_on)
+		VALUES (?, ?, ?, ?, ?, 1, ?, ?)
+		ON CONFLICT (workspace, name) DO UPDATE SET description=excluded.description, input_schema=excluded.input_schema,
+			code=excluded.code, version=agent_tools.version+1, updated_on=excluded.updated_on
+		RETURNING version`, ws, tool.Name, tool.Description, string(schemaJSON), tool.Code, now, now).Scan(&version)
+	if err != nil {
+		return 0, apierr.From(err)
+	}
+	t.changed(ws)
+	return version, nil
+}
+
+func (t *Tools) remove(ctx context.Context, ws, name string) error {
+	if t.builtins[name] != nil {
+		return apierr.New(apierr.ValidationFailed, "%q is a built-in script tool and cannot be deleted", name)
+	}
+	res, err := t.db.ExecContext(ctx, `DELETE FROM agent_tools WHERE workspace=? AND name=?`, ws, name)
+	if err != nil {
+		return apierr.From(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return apierr.New(apierr.NotFound, "no saved tool named %q", name)
+	}
+	t.changed(ws)
+	return nil
+}
+
+// run executes a reusable tool one level deeper than env and returns its
+// result, or its error as a coded error.
+func (t *Tools) run(ctx context.Context, env *hostapi.Env, tool *Tool, args map[string]any) (any, error) {
+	sch, err := hostapi.CompileSchema(tool.InputSchema)
+	if err != nil {
+		return nil, apierr.New(apierr.ValidationFailed, "tool %q has an invalid input schema: %v", tool.Name, err)
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	if err := sch.Validate(args); err != nil {
+		return nil, apierr.New(apierr.ValidationFailed, "arguments of %q: %v", tool.Name, oneLine(err.Error()))
+	}
+	if t.host.Runner == nil {
+		return nil, apierr.New(apierr.ToolWorkerUnavailable, "no script runner is configured on this host")
+	}
+	child := *env
+	child.Depth++
+	res := t.host.Runner.Run(ctx, &child, hostapi.RunRequest{Code: tool.Code, Input: args, Name: tool.Name + ".js"})
+	if !res.OK {
+		return nil, &apierr.Error{Code: res.Error.Code, Message: fmt.Sprintf("tool %q failed: %s", tool.Name, res.Error.Message)}
+	}
+	return res.Result, nil
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// ListTools implements hostapi.DynamicTools.
+func (t *Tools) ListTools(ctx context.Context, env *hostapi.Env) ([]hostapi.ToolInfo, error) {
+	list, err := t.list(ctx, env.WS.Name())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]hostapi.ToolInfo, len(list))
+	for i, s := range list {
+		out[i] = hostapi.ToolInfo{Name: s.Name, Description: s.Description, InputSchema: s.InputSchema}
+	}
+	return out, nil
+}
+
+// CallTool implements hostapi.DynamicTools.
+func (t *Tools) CallTool(ctx context.Context, env *hostapi.Env, name string, args map[string]any) (any, bool, error) {
+	tool, err := t.get(ctx, env.WS.Name(), name)
+	if apierr.Is(err, apierr.NotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	res, err := t.run(ctx, env, tool, args)
+	return res, true, err
+}

@@ -1,0 +1,187 @@
+// Package files holds the generic file operations of SPEC 3: tier 1
+// (list, info, create, delete, copy, rename, revert, download), tier 2 text
+// (line-based reads and edits on a cached line index) and raw bytes.
+package files
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/metaclaw/metaclaw/hostapi"
+	"github.com/metaclaw/metaclaw/hostapi/store"
+)
+
+// Register adds the generic file operations to h's registry.
+func Register(h *hostapi.Host) error {
+	idx := newIndexCache(64)
+	h.Registry.Add(tier1Ops(h)...)
+	h.Registry.Add(textOps(idx)...)
+	h.Registry.Add(bytesOps()...)
+	return nil
+}
+
+// Summary is one entry of files.list.
+type Summary struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	Size       int64     `json:"size"`
+	MimeType   string    `json:"mimeType"`
+	ModifiedOn time.Time `json:"modifiedOn"`
+}
+
+// Info is files.info's full metadata.
+type Info struct {
+	ID              string    `json:"id"`
+	Name            string    `json:"name"`
+	Size            int64     `json:"size"`
+	MimeType        string    `json:"mimeType"`
+	SHA256          string    `json:"sha256"`
+	Source          string    `json:"source"`
+	SourceSessionID string    `json:"sourceSessionId"`
+	CreatedOn       time.Time `json:"createdOn"`
+	ModifiedOn      time.Time `json:"modifiedOn"`
+	IconType        string    `json:"iconType"`
+	HasBackup       bool      `json:"hasBackup"`
+}
+
+// NewInfo converts store metadata to files.info's shape.
+func NewInfo(f *store.File) Info {
+	return Info{ID: f.ID, Name: f.Name, Size: f.Size, MimeType: f.MimeType, SHA256: f.SHA256, Source: f.Source,
+		SourceSessionID: f.SourceSessionID, CreatedOn: f.CreatedOn, ModifiedOn: f.ModifiedOn,
+		IconType: f.IconType(), HasBackup: f.HasBackup}
+}
+
+// IDName is the {id,name} answer of create, copy and rename.
+type IDName struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// IDNameSize is revert's answer.
+type IDNameSize struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+}
+
+// Downloaded is files.download's answer.
+type Downloaded struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Size     int64  `json:"size"`
+	MimeType string `json:"mimeType"`
+}
+
+// Deleted is files.delete's answer.
+type Deleted struct {
+	Deleted bool `json:"deleted"`
+}
+
+func tier1Ops(h *hostapi.Host) []hostapi.Op {
+	return []hostapi.Op{{
+		Name: "files.list", Tool: "file_list",
+		Doc: "List workspace files, optionally filtered by a glob pattern (\"*.csv\" matches in every folder, \"reports/**\" a subtree). " +
+			"Returns id, name, size, mime type and modification time of each file.",
+		Params: []hostapi.Param{{Name: "pattern", Schema: hostapi.String(), Doc: "Optional glob pattern, e.g. \"*.xlsx\" or \"reports/**/*.pdf\""}},
+		Result: []Summary(nil), ReadOnly: true, Idempotent: true,
+		ToolResult: func(v any) any {
+			return struct {
+				Files []Summary `json:"files"`
+			}{v.([]Summary)}
+		},
+		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
+			fs, err := c.WS.List(ctx, c.Args.String("pattern"))
+			if err != nil {
+				return nil, err
+			}
+			out := make([]Summary, len(fs))
+			for i, f := range fs {
+				out[i] = Summary{ID: f.ID, Name: f.Name, Size: f.Size, MimeType: f.MimeType, ModifiedOn: f.ModifiedOn}
+			}
+			return out, nil
+		},
+	}, {
+		Name: "files.info", Tool: "file_info",
+		Doc:    "Full metadata of one file: size, MIME type (detected from its bytes), sha256, source (upload, created, derived), timestamps, icon type and whether an earlier version can be restored with file_revert.",
+		Params: []hostapi.Param{hostapi.Ref("")},
+		Result: Info{}, ReadOnly: true, Idempotent: true,
+		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
+			f, err := c.WS.Resolve(ctx, c.Args.String("id"))
+			if err != nil {
+				return nil, err
+			}
+			return NewInfo(f), nil
+		},
+	}, {
+		Name: "files.create", Tool: "file_create",
+		Doc: "Create a file, empty or with text content. Fails with ALREADY_EXISTS when the name is taken unless overwrite is true. " +
+			"Folders in the name (\"reports/q3.md\") need not exist first.",
+		Params: []hostapi.Param{
+			{Name: "name", Schema: hostapi.String(), Doc: "Workspace path of the new file, e.g. \"notes/todo.md\"", Required: true},
+			{Name: "content", Schema: hostapi.String(), Doc: "Optional initial text content", Group: "options"},
+			{Name: "mime_type", Schema: hostapi.String(), Doc: "Optional MIME type, used only when the content does not reveal one", Group: "options"},
+			{Name: "overwrite", Schema: hostapi.Boolean(), Doc: "Replace an existing file of that name (default false)", Group: "options"},
+		},
+		Result: IDName{},
+		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
+			f, err := c.WS.Create(ctx, store.CreateOptions{Name: c.Args.String("name"), MimeType: c.Args.String("mime_type"),
+				Source: store.SourceCreated, Overwrite: c.Args.Bool("overwrite")}, strings.NewReader(c.Args.String("content")))
+			if err != nil {
+				return nil, err
+			}
+			return IDName{f.ID, f.Name}, nil
+		},
+	}, {
+		Name: "files.delete", Tool: "file_delete",
+		Doc:    "Delete a file (and its backup) from the workspace. This cannot be undone.",
+		Params: []hostapi.Param{hostapi.Ref("")},
+		Result: Deleted{}, Destructive: true,
+		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
+			if err := c.WS.Delete(ctx, c.Args.String("id")); err != nil {
+				return nil, err
+			}
+			return Deleted{true}, nil
+		},
+	}, {
+		Name: "files.copy", Tool: "file_copy",
+		Doc: "Duplicate a file under a new name; returns the copy's id and name.",
+		Params: []hostapi.Param{hostapi.Ref(""),
+			{Name: "new_name", Schema: hostapi.String(), Doc: "Workspace path of the copy", Required: true},
+			{Name: "overwrite", Schema: hostapi.Boolean(), Doc: "Replace an existing file of that name (default false)", Group: "options"}},
+		Result: IDName{},
+		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
+			f, err := c.WS.Copy(ctx, c.Args.String("id"), c.Args.String("new_name"), c.Args.Bool("overwrite"))
+			if err != nil {
+				return nil, err
+			}
+			return IDName{f.ID, f.Name}, nil
+		},
+	}, {
+		Name: "files.rename", Tool: "file_rename",
+		Doc: "Rename or move a file; its id stays the same.",
+		Params: []hostapi.Param{hostapi.Ref(""),
+			{Name: "new_name", Schema: hostapi.String(), Doc: "New workspace path", Required: true}},
+		Result: IDName{}, Idempotent: true,
+		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
+			f, err := c.WS.Rename(ctx, c.Args.String("id"), c.Args.String("new_name"))
+			if err != nil {
+				return nil, err
+			}
+			return IDName{f.ID, f.Name}, nil
+		},
+	}, {
+		Name: "files.revert", Tool: "file_revert",
+		Doc: "Undo the edits to a file: restore the version it had before it was first modified (one level of undo). " +
+			"NOT_FOUND when there is no earlier version.",
+		Params: []hostapi.Param{hostapi.Ref("")},
+		Result: IDNameSize{}, Destructive: true,
+		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
+			f, err := c.WS.Revert(ctx, c.Args.String("id"))
+			if err != nil {
+				return nil, err
+			}
+			return IDNameSize{f.ID, f.Name, f.Size}, nil
+		},
+	}, downloadOp(h)}
+}
