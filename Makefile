@@ -1,0 +1,47 @@
+# metaclaw — build, run and test. `make run` and `make test` install what is
+# missing (Debian packages with apt-get, Go modules from the module proxy).
+
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/metaclaw
+ADDR ?= 127.0.0.1:8080
+DATA ?= data
+export CGO_ENABLED := 1
+export PATH := $(PATH):/usr/local/go/bin
+
+# System packages: libvips (images, through cgo) and pkg-config to find it;
+# poppler-utils gives tests an independent PDF reader (pdftotext).
+APT_PACKAGES := pkg-config libvips-dev poppler-utils
+
+.PHONY: deps build run test bench fmt vet clean
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+		$$sudo apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@# Fetch exactly the modules the build and tests import. (`go mod download`
+	@# would also fetch DuckDB's static libraries for four other platforms, ~2 GB.)
+	@$(GO) list -deps -test ./... >/dev/null
+
+build: deps
+	$(GO) build -o $(BIN) ./cmd/metaclaw
+
+run: build
+	./$(BIN) --data $(DATA) run scripts/tour.js
+
+test: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 25m ./...
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin
