@@ -15,6 +15,8 @@ import (
 // many lines to reach it, so a 1M-line file costs 32 KB of index.
 const checkpointEvery = 256
 
+var nl = []byte{'\n'}
+
 // lineIndex describes one body (identified by its sha256): where every
 // checkpointEvery-th line starts, how many lines it has and whether the
 // last line ends with a newline.
@@ -36,18 +38,21 @@ func buildLineIndex(r io.Reader) (*lineIndex, error) {
 	for {
 		n, err := r.Read(buf)
 		chunk := buf[:n]
-		base := off
-		for len(chunk) > 0 {
-			i := bytes.IndexByte(chunk, '\n')
-			if i < 0 {
-				break
+		// Count newlines a block at a time (bytes.Count is vectorised) and
+		// only walk line by line inside the block holding a checkpoint.
+		for pos := 0; pos < len(chunk); {
+			need := checkpointEvery - lines%checkpointEvery
+			end := min(pos+4096, len(chunk))
+			if c := bytes.Count(chunk[pos:end], nl); c < need {
+				lines += c
+				pos = end
+				continue
 			}
-			lines++
-			if lines%checkpointEvery == 0 {
-				idx.checkpoints = append(idx.checkpoints, base+int64(i)+1)
+			for ; need > 0; need-- {
+				pos += bytes.IndexByte(chunk[pos:], '\n') + 1
+				lines++
 			}
-			base += int64(i) + 1
-			chunk = chunk[i+1:]
+			idx.checkpoints = append(idx.checkpoints, off+int64(pos))
 		}
 		if n > 0 {
 			last = buf[n-1]

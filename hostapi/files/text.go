@@ -150,7 +150,7 @@ func textOps(idx *indexCache) []hostapi.Op {
 		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
 			start, _ := c.Args.Int("start_line")
 			end, _ := c.Args.Int("end_line")
-			return editLines(ctx, c, idx, int(start), int(end), c.Args.String("content"))
+			return editLines(ctx, c, idx, int(start), int(end), false, c.Args.String("content"))
 		},
 	}, {
 		Name: "files.insertLines", Tool: "file_insert_lines",
@@ -161,7 +161,7 @@ func textOps(idx *indexCache) []hostapi.Op {
 		Result: LinesResult{},
 		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
 			after, _ := c.Args.Int("after_line")
-			return editLines(ctx, c, idx, int(after)+1, int(after), c.Args.String("content"))
+			return editLines(ctx, c, idx, int(after)+1, int(after), true, c.Args.String("content"))
 		},
 	}, {
 		Name: "files.searchText", Tool: "file_search_text",
@@ -233,9 +233,9 @@ func textOps(idx *indexCache) []hostapi.Op {
 	}}
 }
 
-// editLines replaces lines start..end with content; end = start-1 inserts
-// before line start.
-func editLines(ctx context.Context, c *hostapi.Call, idx *indexCache, start, end int, content string) (any, error) {
+// editLines replaces lines start..end with content, or with insert set
+// (and end = start-1) inserts content before line start.
+func editLines(ctx context.Context, c *hostapi.Call, idx *indexCache, start, end int, insert bool, content string) (any, error) {
 	var total int
 	_, err := c.WS.Modify(ctx, c.Args.String("id"), func(f *store.File, path string, out io.Writer) error {
 		if err := requireText(f); err != nil {
@@ -245,7 +245,6 @@ func editLines(ctx context.Context, c *hostapi.Call, idx *indexCache, start, end
 		if err != nil {
 			return err
 		}
-		insert := end == start-1
 		switch {
 		case insert && start-1 > li.totalLines:
 			return apierr.New(apierr.ValidationFailed, "after_line %d is past the end: %q has %d lines", start-1, f.Name, li.totalLines)

@@ -1,0 +1,74 @@
+package store
+
+import (
+	"context"
+	"io"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// patternReader yields n bytes of varied text without allocating them.
+type patternReader struct{ n, off int64 }
+
+var pattern = func() []byte {
+	p := make([]byte, 64<<10)
+	for i := range p {
+		p[i] = byte('a' + i%26)
+		if i%80 == 79 {
+			p[i] = '\n'
+		}
+	}
+	return p
+}()
+
+func (r *patternReader) Read(p []byte) (int, error) {
+	if r.off >= r.n {
+		return 0, io.EOF
+	}
+	k := min(int64(len(p)), r.n-r.off, int64(len(pattern)))
+	copy(p, pattern[:k])
+	r.off += k
+	return int(k), nil
+}
+
+// BenchmarkUpload50MB stores a 50 MB body through the store (sha256, MIME
+// sniffing, fsync, metadata) and reports throughput and peak extra heap.
+func BenchmarkUpload50MB(b *testing.B) {
+	s := openTest(b, Config{MaxFileSize: 64 << 20})
+	w := s.Workspace("default")
+	const size = 50 << 20
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				if m.HeapInuse > peak.Load() {
+					peak.Store(m.HeapInuse)
+				}
+			}
+		}
+	}()
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f, err := w.Create(context.Background(), CreateOptions{Name: "big.txt", Overwrite: true}, &patternReader{n: size})
+		if err != nil || f.Size != size {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	close(stop)
+	extra := int64(peak.Load()) - int64(base)
+	b.ReportMetric(float64(max(extra, 0))/(1<<20), "peak-extra-MB")
+}
