@@ -62,6 +62,13 @@ func (r *Runner) Run(ctx context.Context, env *hostapi.Env, req hostapi.RunReque
 	return ru.result
 }
 
+// queued is a host call a script made during its current turn.
+type queued struct {
+	op              *hostapi.Op
+	args            map[string]any
+	resolve, reject func(any) error
+}
+
 type completion struct {
 	resolve, reject func(any) error
 	value           any
@@ -74,7 +81,8 @@ type run struct {
 	vm          *goja.Runtime
 	done        chan struct{}
 	completions chan completion
-	pending     int
+	queue       []queued
+	inflight    int
 	arts        *artifactLog
 	result      *hostapi.RunResult
 	logBytes    int
@@ -127,17 +135,9 @@ func (ru *run) exec(ctx context.Context, parent *hostapi.Env, req hostapi.RunReq
 	vm := goja.New()
 	ru.vm = vm
 	vm.SetMaxCallStackSize(maxCallStack)
-	registry := ru.runner.host.Registry
 	err = ru.runner.getPlan().Install(vm, func(op *hostapi.Op, args map[string]any) goja.Value {
 		p, resolve, reject := vm.NewPromise()
-		ru.pending++
-		go func() {
-			v, err := registry.Invoke(ctx, &env, op, args)
-			select {
-			case ru.completions <- completion{resolve, reject, v, err}:
-			case <-ru.done:
-			}
-		}()
+		ru.queue = append(ru.queue, queued{op, args, resolve, reject})
 		return vm.ToValue(p)
 	})
 	if err != nil {
@@ -171,21 +171,40 @@ func (ru *run) exec(ctx context.Context, parent *hostapi.Env, req hostapi.RunReq
 		ru.fail(apierr.New(apierr.Internal, "the script wrapper did not return a promise"), "")
 		return
 	}
+	registry := ru.runner.host.Registry
 	for promise.State() == goja.PromiseStatePending {
-		if ru.pending == 0 {
+		// Host calls the last JS turn made are queued. A lone call with
+		// nothing else in flight runs right here, saving a goroutine
+		// hand-off; several calls (Promise.all) run in parallel.
+		if len(ru.queue) == 1 && ru.inflight == 0 {
+			q := ru.queue[0]
+			ru.queue = ru.queue[:0]
+			v, err := registry.Invoke(ctx, &env, q.op, q.args)
+			if err := ru.settle(completion{q.resolve, q.reject, v, err}); err != nil {
+				ru.failFrom(err)
+				return
+			}
+			continue
+		}
+		for _, q := range ru.queue {
+			ru.inflight++
+			go func(q queued) {
+				v, err := registry.Invoke(ctx, &env, q.op, q.args)
+				select {
+				case ru.completions <- completion{q.resolve, q.reject, v, err}:
+				case <-ru.done:
+				}
+			}(q)
+		}
+		ru.queue = ru.queue[:0]
+		if ru.inflight == 0 {
 			ru.fail(apierr.New(apierr.ValidationFailed, "the script awaits a promise that can never settle (no host call is in flight; timers are not available)"), "")
 			return
 		}
 		select {
 		case c := <-ru.completions:
-			ru.pending--
-			var err error
-			if c.err != nil {
-				err = c.reject(jsbind.ThrowError(vm, apierr.Of(c.err)))
-			} else {
-				err = c.resolve(jsbind.ToJS(vm, c.value))
-			}
-			if err != nil {
+			ru.inflight--
+			if err := ru.settle(c); err != nil {
 				ru.failFrom(err)
 				return
 			}
@@ -203,6 +222,15 @@ func (ru *run) exec(ctx context.Context, parent *hostapi.Env, req hostapi.RunReq
 		return
 	}
 	ru.finish(promise.Result())
+}
+
+// settle resolves or rejects a host call's promise on the VM goroutine,
+// which also runs the script up to its next await.
+func (ru *run) settle(c completion) error {
+	if c.err != nil {
+		return c.reject(jsbind.ThrowError(ru.vm, apierr.Of(c.err)))
+	}
+	return c.resolve(jsbind.ToJS(ru.vm, c.value))
 }
 
 // memExceeded is closed by the watchdog when the memory budget is gone.
