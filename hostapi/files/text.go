@@ -83,19 +83,11 @@ func textOps(idx *indexCache) []hostapi.Op {
 					return apierr.New(apierr.ValidationFailed, "start_line %d is past the end: %q has %d lines", start, f.Name, li.totalLines)
 				}
 				end = min(end, li.totalLines)
-				fh, err := os.Open(path)
+				fh, from, to, err := openLines(f, path, li, start, end)
 				if err != nil {
-					return apierr.Wrap(apierr.FileReadFailed, err, "cannot open %q: %v", f.Name, err)
+					return err
 				}
 				defer fh.Close()
-				from, err := li.lineOffset(fh, start)
-				if err != nil {
-					return err
-				}
-				to, err := li.lineOffset(fh, end+1)
-				if err != nil {
-					return err
-				}
 				if to-from > maxTextRead {
 					return apierr.New(apierr.TooLarge, "lines %d-%d are %d MB; read at most 16 MB at a time with start_line/end_line", start, end, (to-from)>>20)
 				}
@@ -253,19 +245,11 @@ func editLines(ctx context.Context, c *hostapi.Call, idx *indexCache, start, end
 		case !insert && end > li.totalLines:
 			return apierr.New(apierr.ValidationFailed, "lines %d-%d are out of range: %q has %d lines", start, end, f.Name, li.totalLines)
 		}
-		fh, err := os.Open(path)
+		fh, from, to, err := openLines(f, path, li, start, end)
 		if err != nil {
-			return apierr.Wrap(apierr.FileReadFailed, err, "cannot open %q: %v", f.Name, err)
+			return err
 		}
 		defer fh.Close()
-		from, err := li.lineOffset(fh, start)
-		if err != nil {
-			return err
-		}
-		to, err := li.lineOffset(fh, end+1)
-		if err != nil {
-			return err
-		}
 		// Keep the file's line structure: what follows the new text still
 		// starts on its own line, and a file that ended with a newline still does.
 		followed := end < li.totalLines || li.endsWithNL
@@ -295,6 +279,23 @@ func editLines(ctx context.Context, c *hostapi.Call, idx *indexCache, start, end
 		return nil, err
 	}
 	return LinesResult{OK: true, TotalLines: total}, nil
+}
+
+// openLines opens a body and finds the byte range [from, to) holding lines
+// start..end (end = start-1 gives the empty range before line start).
+func openLines(f *store.File, path string, li *lineIndex, start, end int) (fh *os.File, from, to int64, err error) {
+	fh, err = os.Open(path)
+	if err != nil {
+		return nil, 0, 0, apierr.Wrap(apierr.FileReadFailed, err, "cannot open %q: %v", f.Name, err)
+	}
+	if from, err = li.lineOffset(fh, start); err == nil {
+		to, err = li.lineOffset(fh, end+1)
+	}
+	if err != nil {
+		fh.Close()
+		return nil, 0, 0, err
+	}
+	return fh, from, to, nil
 }
 
 // countLines counts lines the way the line index does.
