@@ -334,3 +334,28 @@ func reportP50(b *testing.B, durs []time.Duration) {
 	}
 	b.ReportMetric(float64(sorted[len(sorted)/2].Microseconds()), "p50-µs")
 }
+
+// BenchmarkNoopHostCall isolates the JS → host → JS round trip: a
+// registered op whose handler does nothing, against a loop awaiting
+// Promise.resolve.
+func BenchmarkNoopHostCall(b *testing.B) {
+	h, r := newHost(b)
+	h.Registry.Add(hostapi.Op{Name: "files.noop", Params: []hostapi.Param{hostapi.Ref("")}, Result: 0,
+		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) { return 1, nil }})
+	env := h.Env("default", "bench")
+	const calls = 5000
+	code := fmt.Sprintf("let n = 0; for (let i = 0; i < %d; i++) n += await files.noop('a.txt'); return n;", calls)
+	base := fmt.Sprintf("let n = 0; for (let i = 0; i < %d; i++) n += await Promise.resolve(1); return n;", calls)
+	var script, loop time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if res := r.Run(context.Background(), env, hostapi.RunRequest{Code: code}); !res.OK {
+			b.Fatal(res.Error)
+		}
+		t1 := time.Now()
+		r.Run(context.Background(), env, hostapi.RunRequest{Code: base})
+		script += t1.Sub(t0)
+		loop += time.Since(t1)
+	}
+	b.ReportMetric(float64(script-loop)/float64(b.N*calls)/1000, "overhead-µs/call")
+}
