@@ -7,6 +7,7 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/agenttools"
 	"github.com/metaclaw/metaclaw/hostapi/files"
+	"github.com/metaclaw/metaclaw/hostapi/image"
 )
 
 // Parts are the pieces of an assembled host that the server needs by name.
@@ -26,6 +27,7 @@ func Open(cfg hostapi.Config) (*hostapi.Host, *Parts, error) {
 	}
 	for _, register := range []func(*hostapi.Host) error{
 		files.Register,
+		image.Register,
 	} {
 		if err := register(h); err != nil {
 			return fail(err)
