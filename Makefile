@@ -10,8 +10,9 @@ export CGO_ENABLED := 1
 export PATH := $(PATH):/usr/local/go/bin
 
 # System packages: libvips (images, through cgo) and pkg-config to find it;
+# Liberation and DejaVu fonts, embedded when PDF text goes beyond Latin-1;
 # poppler-utils gives tests an independent PDF reader (pdftotext).
-APT_PACKAGES := pkg-config libvips-dev poppler-utils
+APT_PACKAGES := pkg-config libvips-dev fonts-liberation2 fonts-dejavu-core poppler-utils
 
 .PHONY: deps build run test bench fmt vet clean
 

@@ -8,6 +8,7 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi/agenttools"
 	"github.com/metaclaw/metaclaw/hostapi/files"
 	"github.com/metaclaw/metaclaw/hostapi/image"
+	"github.com/metaclaw/metaclaw/hostapi/pdf"
 )
 
 // Parts are the pieces of an assembled host that the server needs by name.
@@ -28,6 +29,7 @@ func Open(cfg hostapi.Config) (*hostapi.Host, *Parts, error) {
 	for _, register := range []func(*hostapi.Host) error{
 		files.Register,
 		image.Register,
+		pdf.Register,
 	} {
 		if err := register(h); err != nil {
 			return fail(err)

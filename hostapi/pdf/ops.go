@@ -1,0 +1,131 @@
+package pdf
+
+import (
+	"github.com/metaclaw/metaclaw/hostapi"
+)
+
+// ops declares every PDF operation once; the JS stubs, meta-tools, HTTP,
+// MCP and TypeScript declarations all derive from these.
+func (a *area) ops() []hostapi.Op {
+	ref := hostapi.Ref("PDF file id or workspace path, e.g. \"reports/q3.pdf\"")
+	pageParam := func(doc string) hostapi.Param {
+		return hostapi.Param{Name: "page", Schema: hostapi.Integer(1), Doc: doc, Required: true}
+	}
+	coord := func(name, doc string) hostapi.Param {
+		return hostapi.Param{Name: name, Schema: hostapi.Schema{"type": "number", "minimum": 0}, Doc: doc, Required: true, Group: "position"}
+	}
+	return []hostapi.Op{
+		{
+			Name: "files.pdf.info", Tool: "pdf_info",
+			Doc:      "Describe a PDF: page count, every page's size in points (as displayed, rotation applied), title, author, whether it has a fillable form and whether it is encrypted.",
+			Params:   []hostapi.Param{ref},
+			Result:   InfoResult{},
+			ReadOnly: true, Idempotent: true,
+			Handler: a.info,
+		},
+		{
+			Name: "files.pdf.extractText", Tool: "pdf_extract_text",
+			Doc: "Extract the text a reader sees, page by page, in reading order: spaces between words, a newline between lines. " +
+				"Returns {pages:[{page,text}], totalPages}. For long documents ask for a few pages at a time with pages: [1, 2, 3]. Scanned pages without a text layer come back empty.",
+			Params: []hostapi.Param{ref,
+				{Name: "pages", Schema: hostapi.Schema{"type": "array", "items": hostapi.Integer(1), "minItems": 1, "maxItems": 10000}, Doc: "1-based page numbers to extract; default: all pages", Group: "options"},
+			},
+			Result:   ExtractTextResult{},
+			ReadOnly: true, Idempotent: true,
+			Handler: a.extractText,
+		},
+		{
+			Name: "files.pdf.addPage", Tool: "pdf_add_page",
+			Doc: "Insert a blank page (in place; the previous version is kept for files.revert). Default: at the end, the same size as its neighbour. Returns {pages}, the new page count.",
+			Params: []hostapi.Param{ref,
+				{Name: "size", Schema: hostapi.Schema{"oneOf": []any{
+					hostapi.Enum("A4", "Letter", "A3", "A5", "Legal"),
+					hostapi.Schema{"type": "array", "items": hostapi.Schema{"type": "number", "exclusiveMinimum": 0, "maximum": maxPageSide}, "minItems": 2, "maxItems": 2},
+				}}, Doc: "\"A4\", \"Letter\", \"A3\", \"A5\", \"Legal\" or [width, height] in points (72 points = 1 inch)", Group: "options"},
+				{Name: "orientation", Schema: hostapi.Enum("portrait", "landscape"), Doc: "swap width and height to match; default: as the size says", Group: "options"},
+				{Name: "after", Schema: hostapi.Integer(0), Doc: "insert after this page number; 0 inserts before the first page; default: after the last page", Group: "options"},
+			},
+			Result:  PagesResult{},
+			Handler: a.addPage,
+		},
+		{
+			Name: "files.pdf.deletePage", Tool: "pdf_delete_page",
+			Doc:         "Remove one page (in place; the previous version is kept for files.revert). Form fields on that page are removed too. Returns {pages}, the new page count.",
+			Params:      []hostapi.Param{ref, pageParam("1-based number of the page to remove")},
+			Result:      PagesResult{},
+			Destructive: true,
+			Handler:     a.deletePage,
+		},
+		{
+			Name: "files.pdf.addText", Tool: "pdf_add_text",
+			Doc: "Draw text on a page (in place; the previous version is kept for files.revert). x, y are points from the page's top-left corner to the top-left of the text; \"\\n\" starts a new line. " +
+				"Text outside Latin-1 (e.g. Vietnamese, Greek, Cyrillic) is drawn with an embedded Unicode font; it stays extractable.",
+			Params: []hostapi.Param{ref,
+				pageParam("1-based page number"),
+				{Name: "text", Schema: hostapi.Schema{"type": "string", "minLength": 1, "maxLength": 100000}, Doc: "the text to draw", Required: true},
+				coord("x", "points from the left edge"),
+				coord("y", "points from the top edge"),
+				{Name: "font", Schema: hostapi.Enum(standardFontNames()...), Doc: "one of the 14 standard PDF fonts; default Helvetica", Group: "style"},
+				{Name: "size", Schema: hostapi.Schema{"type": "number", "exclusiveMinimum": 0, "maximum": 1000}, Doc: "font size in points; default 12", Group: "style"},
+				{Name: "color", Schema: hostapi.Schema{"type": "string", "pattern": "^#([0-9a-fA-F]{6}|[0-9a-fA-F]{3})$"}, Doc: "text colour as \"#RRGGBB\"; default black", Group: "style"},
+			},
+			Result:  OKResult{},
+			Handler: a.addText,
+		},
+		{
+			Name: "files.pdf.addImage", Tool: "pdf_add_image",
+			Doc: "Place a PNG or JPEG from the workspace on a page (in place; the previous version is kept for files.revert). x, y are points from the page's top-left corner to the image's top-left; " +
+				"give width and/or height in points (one of them keeps the aspect ratio; neither draws one pixel per point).",
+			Params: []hostapi.Param{ref,
+				pageParam("1-based page number"),
+				{Name: "image_id", Schema: hostapi.FileRef(), Doc: "the PNG or JPEG file's id or workspace path", Required: true},
+				coord("x", "points from the left edge"),
+				coord("y", "points from the top edge"),
+				{Name: "width", Schema: hostapi.Schema{"type": "number", "exclusiveMinimum": 0, "maximum": maxPageSide}, Doc: "width in points", Group: "size"},
+				{Name: "height", Schema: hostapi.Schema{"type": "number", "exclusiveMinimum": 0, "maximum": maxPageSide}, Doc: "height in points", Group: "size"},
+			},
+			Result:  OKResult{},
+			Handler: a.addImage,
+		},
+		{
+			Name: "files.pdf.getFormFields", Tool: "pdf_get_form_fields",
+			Doc: "List the fillable form (AcroForm) fields: {fields:[{name, type, value, options?}]}. type is text, checkbox, radio, dropdown, listbox, button or signature; " +
+				"value is a string (text, radio, dropdown; null when unset), a boolean (checkbox; signature: signed) or a list of strings (listbox). Use the names with fillForm.",
+			Params:   []hostapi.Param{ref},
+			Result:   FormFieldsResult{},
+			ReadOnly: true, Idempotent: true,
+			Handler: a.getFormFields,
+		},
+		{
+			Name: "files.pdf.fillForm", Tool: "pdf_fill_form",
+			Doc: "Fill form fields by their full name (in place; the previous version is kept for files.revert): text takes a string, checkbox true/false, radio and dropdown one of the field's options, listbox an option or a list of them. " +
+				"Appearances are regenerated so the values show in every viewer. Returns {filled:[names], notFound:[names]}; an invalid value changes nothing.",
+			Params: []hostapi.Param{ref,
+				{Name: "fields", Schema: hostapi.Schema{"type": "object", "minProperties": 1, "additionalProperties": hostapi.Schema{"type": []any{"string", "number", "boolean", "array", "null"}}}, Doc: "field name → value", Required: true},
+			},
+			Result:     FillFormResult{},
+			Idempotent: true,
+			Handler:    a.fillForm,
+		},
+		{
+			Name: "files.pdf.merge", Tool: "pdf_merge",
+			Doc: "Concatenate PDFs, in the order given, into a new file (source \"derived\"); form fields are kept. Returns {id, name, pages}. An existing output name is refused (ALREADY_EXISTS).",
+			Params: []hostapi.Param{
+				{Name: "ids", Schema: hostapi.Schema{"type": "array", "items": hostapi.FileRef(), "minItems": 1, "maxItems": maxMergeInputs}, Doc: "PDF file ids or workspace paths, in output order", Required: true},
+				{Name: "output_name", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Doc: "name of the new file, e.g. \"reports/all.pdf\" (.pdf is added when missing)", Required: true},
+			},
+			Result:  FileResult{},
+			Handler: a.merge,
+		},
+		{
+			Name: "files.pdf.splitPages", Tool: "pdf_split_pages",
+			Doc: "Copy page ranges into new PDF files (source \"derived\"), one per range, named like \"report_p1-3.pdf\". Ranges: \"4\", \"1-3\", \"5-\" (to the end). " +
+				"Returns [{id, name, pages}]. Nothing is written if an output name already exists (ALREADY_EXISTS).",
+			Params: []hostapi.Param{ref,
+				{Name: "ranges", Schema: hostapi.Schema{"type": "array", "items": hostapi.Schema{"type": "string", "pattern": "^\\s*\\d*\\s*(-\\s*\\d*)?\\s*$", "minLength": 1}, "minItems": 1, "maxItems": 1000}, Doc: "page ranges such as [\"1-3\", \"4\", \"5-\"]", Required: true},
+			},
+			Result:  []FileResult(nil),
+			Handler: a.splitPages,
+		},
+	}
+}

@@ -1,0 +1,186 @@
+// Package pdf implements the files.pdf.* operations and their pdf_* meta-tools
+// (SPEC 3): page info, text extraction, blank pages, stamping text and images,
+// AcroForm fields, merge and split.
+//
+// Two libraries do the work. pdfcpu reads and writes the PDF object model for
+// every edit; pdfium (in WebAssembly, on wazero) extracts text the way a
+// reader sees it, because pdfcpu only exposes content-stream operators. Form
+// appearances and stamped text are written by this package directly into the
+// object model, with the 14 standard fonts for Latin text and an embedded
+// TrueType subset (found on the system at run time) for anything else.
+package pdf
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/pdfcpu/pdfcpu/pkg/api"
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu"
+
+	"github.com/metaclaw/metaclaw/hostapi"
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/hostapi/store"
+)
+
+// area is the per-host state of the PDF operations: the lazily started
+// pdfium runtime and the parsed Unicode fonts.
+type area struct {
+	text  *textEngine
+	fonts *fontCache
+}
+
+var disableConfigOnce sync.Once
+
+// Register adds the PDF operations to h's registry. Nothing heavy happens
+// here: the pdfium runtime starts on the first text extraction.
+func Register(h *hostapi.Host) error {
+	// pdfcpu would otherwise create ~/.config/pdfcpu and install fonts there
+	// on first use; everything it needs is passed explicitly instead.
+	disableConfigOnce.Do(api.DisableConfigDir)
+	a := &area{
+		text:  newTextEngine(filepath.Join(h.Store.CacheDir(), "pdf", "wazero")),
+		fonts: newFontCache(),
+	}
+	h.OnClose(a.text.close)
+	h.Registry.Add(a.ops()...)
+	return nil
+}
+
+// pdfHeader reports whether b starts like a PDF. Readers accept the header
+// anywhere in the first KiB (some producers prepend junk).
+func pdfHeader(b []byte) bool {
+	head := b
+	if len(head) > 1024 {
+		head = head[:1024]
+	}
+	return bytes.Contains(head, []byte("%PDF-"))
+}
+
+// readPDF reads a workspace file that must be a PDF. Bodies are at most the
+// store's per-file limit (50 MB by default), so holding one in memory is
+// fine, and it lets a timed-out library call finish in the background on a
+// private copy without touching the store.
+func readPDF(ctx context.Context, c *hostapi.Call, ref string) (*store.File, []byte, error) {
+	var (
+		meta *store.File
+		data []byte
+	)
+	err := c.WS.View(ctx, ref, func(f *store.File, path string) error {
+		meta = f
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return apierr.Wrap(apierr.FileReadFailed, err, "cannot read %q: %v", f.Name, err)
+		}
+		data = b
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if !pdfHeader(data) {
+		return nil, nil, notPDF(meta)
+	}
+	return meta, data, nil
+}
+
+func notPDF(f *store.File) error {
+	return apierr.New(apierr.UnsupportedFormat, "%q is not a PDF (detected %s); files.pdf.* works on PDF files only", f.Name, f.MimeType)
+}
+
+// modifyPDF rewrites a PDF in place through the store (temp file, fsync,
+// rename, one-level backup). edit gets the current body and returns the new
+// one; any error leaves the file unchanged.
+func modifyPDF(ctx context.Context, c *hostapi.Call, ref string, edit func(f *store.File, data []byte) ([]byte, error)) (*store.File, error) {
+	return c.WS.Modify(ctx, ref, func(cur *store.File, curPath string, out io.Writer) error {
+		data, err := os.ReadFile(curPath)
+		if err != nil {
+			return apierr.Wrap(apierr.FileReadFailed, err, "cannot read %q: %v", cur.Name, err)
+		}
+		if !pdfHeader(data) {
+			return notPDF(cur)
+		}
+		body, err := edit(cur, data)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(body)
+		return err
+	})
+}
+
+// guard runs fn, a call into a PDF library, so that a panic on a hostile
+// file becomes a coded error and a deadline returns TIMEOUT at once. On a
+// timeout fn keeps running on its private copy of the input until it
+// finishes; its result is dropped.
+func guard[T any](ctx context.Context, name string, fn func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r.err = apierr.New(apierr.FileReadFailed,
+					"%q could not be processed: the PDF library failed on its structure (%v); the file may be damaged — re-save it with another PDF program and try again", name, p)
+			}
+			done <- r
+		}()
+		r.v, r.err = fn()
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, apierr.Wrap(apierr.Timeout, ctx.Err(), "processing %q ran out of time; try fewer pages per call or raise the time limit", name)
+	}
+}
+
+// pageError is the error for a page number outside 1..count.
+func pageError(name string, page, count int) error {
+	return apierr.New(apierr.ValidationFailed, "page %d is out of range: %q has %d page%s (pages are numbered from 1)", page, name, count, plural(count))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// libError turns a pdfcpu read error into a coded error that says what to do.
+func libError(name string, err error) error {
+	var ae *apierr.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	msg := err.Error()
+	switch {
+	case errors.Is(err, pdfcpu.ErrWrongPassword), errors.Is(err, pdfcpu.ErrOwnerPasswordRequired), errors.Is(err, pdfcpu.ErrPermissionDenied):
+		return apierr.Wrap(apierr.UnsupportedFormat, err, "%q is encrypted with a password; metaclaw cannot open password-protected PDFs — upload a copy saved without the password", name)
+	case errors.Is(err, pdfcpu.ErrUnsupportedEncryptionFeature):
+		return apierr.Wrap(apierr.UnsupportedFormat, err, "%q uses an encryption method the PDF library does not support; upload a copy saved without encryption", name)
+	case errors.Is(err, pdfcpu.ErrPostScriptInput):
+		return apierr.Wrap(apierr.UnsupportedFormat, err, "%q is PostScript, not PDF; convert it to PDF first", name)
+	}
+	return apierr.Wrap(apierr.FileReadFailed, err, "%q could not be read as a PDF (%s); the file may be truncated or damaged — re-export it from the program that made it", name, shorten(msg, 200))
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// writeFailed reports a failure to serialize an edited document.
+func writeFailed(name string, err error) error {
+	return apierr.Wrap(apierr.FileWriteFailed, err, "could not write the edited %q: %v", name, err)
+}
