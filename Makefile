@@ -32,7 +32,7 @@ build: deps
 	$(GO) build -o $(BIN) ./cmd/metaclaw
 
 run: build
-	./$(BIN) --data $(DATA) run scripts/tour.js
+	./$(BIN) --data $(DATA) serve --addr $(ADDR)
 
 test: deps
 	$(GO) vet ./...

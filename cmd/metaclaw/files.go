@@ -39,6 +39,9 @@ func cmdFiles(g *globals, args []string) int {
 	if len(rest) != n {
 		return usageError("files %s takes %d argument(s)", sub, n)
 	}
+	if g.server != "" {
+		return remoteFiles(g, sub, rest, *name, *output, *pattern, *overwrite)
+	}
 	h, err := g.openHost()
 	if err != nil {
 		return fail(g, err, g.json)

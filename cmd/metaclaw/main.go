@@ -25,9 +25,21 @@ type globals struct {
 	workspace string
 	json      bool
 	session   string
+	// server and token switch the file, run and tool commands to remote
+	// mode: they talk to a running `metaclaw serve` instead of the data
+	// directory.
+	server string
+	token  string
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
+	g.registerLocal(fs)
+	fs.StringVar(&g.server, "server", os.Getenv("METACLAW_SERVER"), "work against the metaclaw server at this URL (env METACLAW_SERVER)")
+	fs.StringVar(&g.token, "token", os.Getenv("METACLAW_TOKEN"), "bearer token for --server (env METACLAW_TOKEN)")
+}
+
+// registerLocal registers the flags of commands that only work locally.
+func (g *globals) registerLocal(fs *flag.FlagSet) {
 	def := os.Getenv("METACLAW_DATA")
 	if def == "" {
 		def = "data"
@@ -58,6 +70,8 @@ var commands = []command{
 	{"tool", "tool NAME [JSON]", "call a meta-tool with JSON arguments; prints its result JSON", cmdTool},
 	{"tools", "tools [--json]", "list the meta-tools (names, descriptions, schemas)", cmdTools},
 	{"files", "files upload|download|list|info|delete|revert …", "manage workspace files", cmdFiles},
+	{"serve", "serve [--addr 127.0.0.1:8080] [--token SECRET:WS]…", "run the HTTP server (API, live events, MCP, web page)", cmdServe},
+	{"mcp", "mcp", "serve the meta-tools over MCP on stdin/stdout", cmdMCP},
 	{"types", "types", "print the TypeScript declarations of the sandbox API", cmdTypes},
 	{"fsck", "fsck [--repair]", "check (and repair) metadata against the file bodies on disk", cmdFsck},
 }
@@ -101,7 +115,7 @@ func realMain(args []string, out, errOut io.Writer) int {
 
 // valueFlags are the global flags that take a value (for finding the
 // command word behind them).
-var valueFlags = map[string]bool{"data": true, "workspace": true, "session": true}
+var valueFlags = map[string]bool{"data": true, "workspace": true, "session": true, "server": true, "token": true}
 
 func usage() {
 	fmt.Fprintln(stderr, "metaclaw — a host for agent-authored code\n\nUsage:")
@@ -109,6 +123,7 @@ func usage() {
 		fmt.Fprintf(stderr, "  metaclaw %-48s %s\n", c.usage, c.summary)
 	}
 	fmt.Fprintln(stderr, "\nGlobal flags: --data DIR (env METACLAW_DATA, default ./data), --workspace NAME, --json, --session ID")
+	fmt.Fprintln(stderr, "Remote mode (files, run, tool, tools): --server URL --token TOKEN (env METACLAW_SERVER, METACLAW_TOKEN)")
 }
 
 // parseFlags parses fs from args allowing flags before and after the

@@ -31,6 +31,9 @@ func cmdRun(g *globals, args []string) int {
 			return usageError("run: --input is not valid JSON: %v", err)
 		}
 	}
+	if g.server != "" {
+		return remoteRun(g, pos[0], code, *input, *timeout)
+	}
 	h, err := g.openHost()
 	if err != nil {
 		return fail(g, err, true)

@@ -27,6 +27,9 @@ func cmdTool(g *globals, args []string) int {
 			return fail(g, apierr.New(apierr.ValidationFailed, "arguments are not a JSON object: %v", err), true)
 		}
 	}
+	if g.server != "" {
+		return remoteTool(g, pos[0], toolArgs)
+	}
 	h, err := g.openHost()
 	if err != nil {
 		return fail(g, err, true)

@@ -11,6 +11,9 @@ func cmdTools(g *globals, args []string) int {
 	if _, err := parseFlags(fs, args); err != nil {
 		return usageError("tools: %v", err)
 	}
+	if g.server != "" {
+		return remoteTools(g)
+	}
 	h, err := g.openHost()
 	if err != nil {
 		return fail(g, err, true)
