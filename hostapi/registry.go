@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -106,8 +107,25 @@ type Registry struct {
 	// Dynamic, when set, supplies meta-tools that are not compiled in
 	// (saved agent tools).
 	Dynamic DynamicTools
-	// Observe, when set, is told about every finished call (metrics).
-	Observe func(op string, d time.Duration, err error)
+	observers atomic.Pointer[[]Observer]
+}
+
+// Observer is told about every finished call (metrics).
+type Observer func(op string, d time.Duration, err error)
+
+// AddObserver registers fn; it is safe while calls are running.
+func (r *Registry) AddObserver(fn Observer) {
+	for {
+		old := r.observers.Load()
+		var next []Observer
+		if old != nil {
+			next = append(next, *old...)
+		}
+		next = append(next, fn)
+		if r.observers.CompareAndSwap(old, &next) {
+			return
+		}
+	}
 }
 
 // DynamicTools lists and runs tools defined at run time.
@@ -260,8 +278,11 @@ func (r *Registry) Invoke(ctx context.Context, env *Env, op *Op, args map[string
 		if err != nil {
 			err = apierr.From(err)
 		}
-		if r.Observe != nil {
-			r.Observe(label, time.Since(start), err)
+		if obs := r.observers.Load(); obs != nil {
+			d := time.Since(start)
+			for _, fn := range *obs {
+				fn(label, d, err)
+			}
 		}
 	}()
 	if err := ctx.Err(); err != nil {

@@ -159,16 +159,9 @@ func (s *Server) workspaces() []string {
 	return s.tokens.workspaces()
 }
 
-// observeRegistry counts tool calls by name and outcome, chaining any
-// observer already installed.
+// observeRegistry counts tool calls by name and outcome.
 func (s *Server) observeRegistry() {
-	prev := s.h.Registry.Observe
-	s.h.Registry.Observe = func(op string, d time.Duration, err error) {
-		s.metrics.observeTool(op, err)
-		if prev != nil {
-			prev(op, d, err)
-		}
-	}
+	s.h.Registry.AddObserver(func(op string, d time.Duration, err error) { s.metrics.observeTool(op, err) })
 }
 
 // acquireRun takes a slot of the run cap; ok is false when the cap is full.
