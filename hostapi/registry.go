@@ -106,7 +106,7 @@ type Registry struct {
 	byTool map[string]*Op
 	// Dynamic, when set, supplies meta-tools that are not compiled in
 	// (saved agent tools).
-	Dynamic DynamicTools
+	Dynamic   DynamicTools
 	observers atomic.Pointer[[]Observer]
 }
 
