@@ -9,6 +9,7 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi/files"
 	"github.com/metaclaw/metaclaw/hostapi/image"
 	"github.com/metaclaw/metaclaw/hostapi/pdf"
+	"github.com/metaclaw/metaclaw/hostapi/table"
 )
 
 // Parts are the pieces of an assembled host that the server needs by name.
@@ -30,6 +31,7 @@ func Open(cfg hostapi.Config) (*hostapi.Host, *Parts, error) {
 		files.Register,
 		image.Register,
 		pdf.Register,
+		table.Register,
 	} {
 		if err := register(h); err != nil {
 			return fail(err)
