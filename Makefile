@@ -10,23 +10,32 @@ export CGO_ENABLED := 1
 export PATH := $(PATH):/usr/local/go/bin
 
 # System packages: libvips (images, through cgo) and pkg-config to find it;
-# Liberation and DejaVu fonts, embedded when PDF text goes beyond Latin-1;
-# poppler-utils gives tests an independent PDF reader (pdftotext).
-APT_PACKAGES := pkg-config libvips-dev fonts-liberation2 fonts-dejavu-core poppler-utils
+# Liberation and DejaVu fonts, embedded when PDF text goes beyond Latin-1.
+APT_PACKAGES := pkg-config libvips-dev fonts-liberation2 fonts-dejavu-core
+# Independent readers the tests check our output with: poppler (pdftotext),
+# libvips-tools (vipsheader), LibreOffice (opens our xlsx and produces
+# workbooks and PDFs from another writer).
+APT_TEST_PACKAGES := poppler-utils libvips-tools libreoffice-calc-nogui libreoffice-writer-nogui
 
-.PHONY: deps build run test bench fmt vet clean
+.PHONY: deps test-deps apt build run test bench fmt vet clean
 
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)" APT_FLAGS=--no-install-recommends
+	@# Fetch exactly the modules the build and tests import. (`go mod download`
+	@# would also fetch DuckDB's static libraries for four other platforms, ~2 GB.)
+	@$(GO) list -deps -test ./... >/dev/null
+
+test-deps: deps
+	@$(MAKE) --no-print-directory apt PKGS="$(APT_TEST_PACKAGES)"
+
+apt:
+	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		$$sudo apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $(APT_FLAGS) $$missing >/dev/null; \
 	fi
-	@# Fetch exactly the modules the build and tests import. (`go mod download`
-	@# would also fetch DuckDB's static libraries for four other platforms, ~2 GB.)
-	@$(GO) list -deps -test ./... >/dev/null
 
 build: deps
 	$(GO) build -o $(BIN) ./cmd/metaclaw
@@ -34,11 +43,11 @@ build: deps
 run: build
 	./$(BIN) --data $(DATA) serve --addr $(ADDR)
 
-test: deps
+test: test-deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 25m ./...
 
-bench: deps
+bench: test-deps
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./...
 
 fmt:

@@ -9,6 +9,7 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi/files"
 	"github.com/metaclaw/metaclaw/hostapi/image"
 	"github.com/metaclaw/metaclaw/hostapi/pdf"
+	"github.com/metaclaw/metaclaw/hostapi/spreadsheet"
 	"github.com/metaclaw/metaclaw/hostapi/table"
 )
 
@@ -31,6 +32,7 @@ func Open(cfg hostapi.Config) (*hostapi.Host, *Parts, error) {
 		files.Register,
 		image.Register,
 		pdf.Register,
+		spreadsheet.Register,
 		table.Register,
 	} {
 		if err := register(h); err != nil {
