@@ -13,8 +13,8 @@ import (
 func TestFromJSRenamesOnlyDeclaredKeys(t *testing.T) {
 	schema := hostapi.Schema{"type": "object", "properties": hostapi.Schema{
 		"number_format": hostapi.String(),
-		"overlays": hostapi.ArrayOf(hostapi.Object(hostapi.Schema{"max_width": hostapi.Integer()})),
-		"fields":   hostapi.Schema{"type": "object"},
+		"overlays":      hostapi.ArrayOf(hostapi.Object(hostapi.Schema{"max_width": hostapi.Integer()})),
+		"fields":        hostapi.Schema{"type": "object"},
 	}}
 	in := map[string]any{
 		"numberFormat": "0.00",
