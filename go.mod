@@ -3,28 +3,28 @@ module github.com/metaclaw/metaclaw
 go 1.26.8
 
 require (
-	github.com/davidbyttow/govips/v2 v2.19.0
-	github.com/dop251/goja v0.0.0-20260917113740-793a2a65c13b
-	github.com/duckdb/duckdb-go/v2 v2.10505.0
-	github.com/gabriel-vasile/mimetype v1.4.16
-	github.com/go-pdf/fpdf v0.9.0
-	github.com/google/uuid v1.6.0
-	github.com/gorilla/mux v1.8.1
-	github.com/klippa-app/go-pdfium v1.19.3
-	github.com/mattn/go-sqlite3 v1.14.53
-	github.com/modelcontextprotocol/go-sdk v1.8.0
-	github.com/pdfcpu/pdfcpu v0.15.0
-	github.com/richardlehane/mscfb v1.0.7
-	github.com/saintfish/chardet v0.0.0-20230101081208-5e3ef4b5456d
-	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
-	github.com/schollz/progressbar/v3 v3.19.1
-	github.com/tetratelabs/wazero v1.12.0
-	github.com/xuri/excelize/v2 v2.11.0
-	github.com/yuin/goldmark v1.8.7
-	golang.org/x/image v0.44.0
-	golang.org/x/sync v0.24.0
-	golang.org/x/term v0.46.0
-	golang.org/x/text v0.43.0
+	github.com/davidbyttow/govips/v2 v2.19.0 // images: libvips through cgo (files.image.*)
+	github.com/dop251/goja v0.0.0-20260917113740-793a2a65c13b // the JS sandbox: pure-Go VM, one per run
+	github.com/duckdb/duckdb-go/v2 v2.10505.0 // files.table.*: CSV/xlsx as SQL (embedded DuckDB 1.5.5)
+	github.com/gabriel-vasile/mimetype v1.4.16 // MIME type from magic bytes
+	github.com/go-pdf/fpdf v0.9.0 // markdown → PDF with selectable text (POST …/convert)
+	github.com/google/uuid v1.6.0 // file ids
+	github.com/gorilla/mux v1.8.1 // HTTP routes
+	github.com/klippa-app/go-pdfium v1.19.3 // PDF text in reading order: pdfium as WebAssembly on wazero
+	github.com/mattn/go-sqlite3 v1.14.53 // metadata store (cgo)
+	github.com/modelcontextprotocol/go-sdk v1.8.0 // MCP over stdio and streamable HTTP
+	github.com/pdfcpu/pdfcpu v0.15.0 // PDF editing: pages, merge, split, forms
+	github.com/richardlehane/mscfb v1.0.7 // detects encrypted (OLE-wrapped) workbooks
+	github.com/saintfish/chardet v0.0.0-20230101081208-5e3ef4b5456d // charset detection of CSV files
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // validates every call against its op's JSON Schema
+	github.com/schollz/progressbar/v3 v3.19.1 // CLI progress bars
+	github.com/tetratelabs/wazero v1.12.0 // WebAssembly runtime (pdfium)
+	github.com/xuri/excelize/v2 v2.11.0 // xlsx read/write (v2.11.1 does not resolve here)
+	github.com/yuin/goldmark v1.8.7 // markdown parsing for conversion
+	golang.org/x/image v0.44.0 // WebP decoding in tests; image helpers
+	golang.org/x/sync v0.24.0 // singleflight for shared caches
+	golang.org/x/term v0.46.0 // terminal detection for progress bars
+	golang.org/x/text v0.43.0 // charset transcoding (Windows-1252, UTF-16)
 )
 
 require (
