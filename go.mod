@@ -21,7 +21,7 @@ require (
 	github.com/tetratelabs/wazero v1.12.0 // WebAssembly runtime (pdfium)
 	github.com/xuri/excelize/v2 v2.11.0 // xlsx read/write (v2.11.1 does not resolve here)
 	github.com/yuin/goldmark v1.8.7 // markdown parsing for conversion
-	golang.org/x/image v0.44.0 // WebP decoding in tests; image helpers
+	golang.org/x/image v0.44.0 // TrueType subsetting for PDF text; independent WebP/TIFF readers in tests
 	golang.org/x/sync v0.24.0 // singleflight for shared caches
 	golang.org/x/term v0.46.0 // terminal detection for progress bars
 	golang.org/x/text v0.43.0 // charset transcoding (Windows-1252, UTF-16)
