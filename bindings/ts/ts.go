@@ -204,13 +204,21 @@ func typeName(t string, s hostapi.Schema, indent string) string {
 		}
 		sort.Strings(keys)
 		var fields []string
+		seen := map[string]bool{}
 		for _, k := range keys {
+			// A schema may accept both spellings of a key (number_format
+			// and numberFormat); scripts write the camelCase one.
+			name := hostapi.CamelName(k)
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
 			q := "?"
 			if req[k] {
 				q = ""
 			}
 			sub, _ := props[k].(hostapi.Schema)
-			fields = append(fields, fmt.Sprintf("%s%s: %s", hostapi.CamelName(k), q, schemaType(sub, indent)))
+			fields = append(fields, fmt.Sprintf("%s%s: %s", name, q, schemaType(sub, indent)))
 		}
 		return "{ " + strings.Join(fields, "; ") + " }"
 	}
@@ -244,7 +252,7 @@ func goType(t reflect.Type, indent string) string {
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		return goType(t.Elem(), indent)
+		return goType(t.Elem(), indent) + " | null"
 	case reflect.Interface:
 		return "any"
 	case reflect.Bool:
