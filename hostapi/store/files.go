@@ -46,6 +46,13 @@ func (w *Workspace) changed(ctx context.Context, f *File, action string, event E
 // Resolve finds a file by id or by name.
 func (w *Workspace) Resolve(ctx context.Context, ref string) (*File, error) {
 	ref = strings.TrimSpace(ref)
+	if err := ctx.Err(); err != nil {
+		return nil, apierr.From(err)
+	}
+	// A lookup by key takes microseconds; giving the driver a cancellable
+	// context would make it start a watcher goroutine per query, which
+	// costs more than the query itself.
+	ctx = context.WithoutCancel(ctx)
 	if ref == "" {
 		return nil, apierr.New(apierr.ValidationFailed, "file reference is empty; pass a file id or a name such as \"data.csv\"")
 	}
