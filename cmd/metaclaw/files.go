@@ -12,10 +12,35 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/metaclaw/metaclaw/hostapi"
-	"github.com/metaclaw/metaclaw/hostapi/files"
-	"github.com/metaclaw/metaclaw/hostapi/store"
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/server/client"
 )
+
+// fileBackend is where the files subcommands act (localBackend,
+// remoteBackend). Each answer is that side's JSON object, printed as is by
+// --json and read by the human output, so each mode prints what it always
+// has while the printing is written once.
+type fileBackend interface {
+	// Upload stores body; the answer has id, name, size, mime_type, sha256.
+	Upload(ctx context.Context, body io.Reader, u upload) (map[string]any, error)
+	// Download finds the file, calls open with its name and size, and
+	// copies the body into what open returns. The answer has name and size.
+	Download(ctx context.Context, ref string, open func(name string, size int64) (io.Writer, error)) (map[string]any, error)
+	// List answers {"files": [...]} in the server's JSON shape.
+	List(ctx context.Context, pattern string) (map[string]any, error)
+	Info(ctx context.Context, ref string) (any, error)
+	Delete(ctx context.Context, ref string) error
+	// Revert restores the backup; the answer has name and size.
+	Revert(ctx context.Context, ref string) (map[string]any, error)
+}
+
+// upload describes one upload.
+type upload struct {
+	Name      string // workspace path
+	Filename  string // the local file's base name
+	Overwrite bool
+	Size      int64 // exact body size
+}
 
 func cmdFiles(g *globals, args []string) int {
 	fs := newFlags("files", g)
@@ -39,70 +64,45 @@ func cmdFiles(g *globals, args []string) int {
 	if len(rest) != n {
 		return usageError("files %s takes %d argument(s)", sub, n)
 	}
-	if g.server != "" {
-		return remoteFiles(g, sub, rest, *name, *output, *pattern, *overwrite)
-	}
-	h, err := g.openHost()
-	if err != nil {
-		return fail(g, err, g.json)
-	}
-	defer h.Close()
-	ctx := store.WithActor(context.Background(), store.Actor{Session: g.session})
-	ws := h.Store.Workspace(g.workspace)
-	switch sub {
-	case "upload":
-		return filesUpload(ctx, g, ws, rest[0], *name, *overwrite)
-	case "download":
-		return filesDownload(ctx, g, ws, rest[0], *output)
-	case "list":
-		list, err := ws.List(ctx, *pattern)
-		if err != nil {
-			return fail(g, err, g.json)
-		}
-		if g.json {
-			out := make([]files.Summary, len(list))
-			for i, f := range list {
-				out[i] = files.Summary{ID: f.ID, Name: f.Name, Size: f.Size, MimeType: f.MimeType, ModifiedOn: f.ModifiedOn}
+	return g.withBackend(g.json, func(ctx context.Context, b backend) int {
+		switch sub {
+		case "upload":
+			return filesUpload(ctx, g, b, rest[0], *name, *overwrite)
+		case "download":
+			return filesDownload(ctx, g, b, rest[0], *output)
+		case "list":
+			return filesList(ctx, g, b, *pattern)
+		case "info":
+			res, err := b.Info(ctx, rest[0])
+			if err != nil {
+				return fail(g, err, g.json)
 			}
-			printJSON(hostapi.Project(map[string]any{"files": out}, hostapi.SnakeCase))
-			return 0
+			printJSON(res)
+		case "delete":
+			if err := b.Delete(ctx, rest[0]); err != nil {
+				return fail(g, err, g.json)
+			}
+			if g.json {
+				printJSON(map[string]any{"deleted": true})
+			} else {
+				fmt.Fprintf(stdout, "deleted %s\n", rest[0])
+			}
+		case "revert":
+			res, err := b.Revert(ctx, rest[0])
+			if err != nil {
+				return fail(g, err, g.json)
+			}
+			if g.json {
+				printJSON(res)
+			} else {
+				fmt.Fprintf(stdout, "reverted %v (%s)\n", res["name"], human(size(res)))
+			}
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tSIZE\tTYPE\tMODIFIED\tID")
-		for _, f := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Name, human(f.Size), f.MimeType, f.ModifiedOn.Local().Format(time.DateTime), f.ID)
-		}
-		tw.Flush()
-	case "info":
-		f, err := ws.Resolve(ctx, rest[0])
-		if err != nil {
-			return fail(g, err, g.json)
-		}
-		printJSON(hostapi.Project(files.NewInfo(f), hostapi.SnakeCase))
-	case "delete":
-		if err := ws.Delete(ctx, rest[0]); err != nil {
-			return fail(g, err, g.json)
-		}
-		if g.json {
-			printJSON(map[string]any{"deleted": true})
-		} else {
-			fmt.Fprintf(stdout, "deleted %s\n", rest[0])
-		}
-	case "revert":
-		f, err := ws.Revert(ctx, rest[0])
-		if err != nil {
-			return fail(g, err, g.json)
-		}
-		if g.json {
-			printJSON(map[string]any{"id": f.ID, "name": f.Name, "size": f.Size})
-		} else {
-			fmt.Fprintf(stdout, "reverted %s (%s)\n", f.Name, human(f.Size))
-		}
-	}
-	return 0
+		return 0
+	})
 }
 
-func filesUpload(ctx context.Context, g *globals, ws *store.Workspace, path, name string, overwrite bool) int {
+func filesUpload(ctx context.Context, g *globals, b fileBackend, path, name string, overwrite bool) int {
 	fh, err := os.Open(path)
 	if err != nil {
 		return usageError("files upload: %v", err)
@@ -121,7 +121,7 @@ func filesUpload(ctx context.Context, g *globals, ws *store.Workspace, path, nam
 		r := progressbar.NewReader(fh, bar)
 		body = &r
 	}
-	f, err := ws.Create(ctx, store.CreateOptions{Name: name, Source: store.SourceUpload, Overwrite: overwrite}, body)
+	res, err := b.Upload(ctx, body, upload{Name: name, Filename: filepath.Base(path), Overwrite: overwrite, Size: st.Size()})
 	if bar != nil {
 		bar.Finish()
 		fmt.Fprintln(stderr)
@@ -130,46 +130,97 @@ func filesUpload(ctx context.Context, g *globals, ws *store.Workspace, path, nam
 		return fail(g, err, g.json)
 	}
 	if g.json {
-		printJSON(map[string]any{"id": f.ID, "name": f.Name, "size": f.Size, "mime_type": f.MimeType, "sha256": f.SHA256})
+		printJSON(res)
 	} else {
-		fmt.Fprintf(stdout, "uploaded %s (%s, %s) id %s\n", f.Name, human(f.Size), f.MimeType, f.ID)
+		fmt.Fprintf(stdout, "uploaded %v (%s, %v) id %v\n", res["name"], human(size(res)), res["mime_type"], res["id"])
 	}
 	return 0
 }
 
-func filesDownload(ctx context.Context, g *globals, ws *store.Workspace, ref, output string) int {
-	rd, err := ws.Open(ctx, ref)
+// filesDownload writes the file to output (default: its base name; - for
+// stdout). The target is created only once the file is found, and removed
+// again if the copy breaks, so a failed download leaves nothing behind.
+func filesDownload(ctx context.Context, g *globals, b fileBackend, ref, output string) int {
+	var out *os.File
+	var bar *progressbar.ProgressBar
+	target := output
+	res, err := b.Download(ctx, ref, func(name string, size int64) (io.Writer, error) {
+		if target == "-" {
+			return stdout, nil
+		}
+		if target == "" {
+			target = filepath.Base(name)
+		}
+		f, err := os.Create(target)
+		if err != nil {
+			return nil, apierr.New(apierr.FileWriteFailed, "cannot write %s: %v", target, err)
+		}
+		out = f
+		if bar = progress(size, "downloading "+name); bar != nil {
+			return io.MultiWriter(f, bar), nil
+		}
+		return f, nil
+	})
+	if bar != nil {
+		bar.Finish()
+		fmt.Fprintln(stderr)
+	}
+	if out != nil {
+		if cerr := out.Close(); err == nil && cerr != nil {
+			err = apierr.New(apierr.FileWriteFailed, "cannot write %s: %v", target, cerr)
+		}
+		if err != nil {
+			os.Remove(target)
+		}
+	}
 	if err != nil {
 		return fail(g, err, g.json)
 	}
-	defer rd.Close()
-	if output == "" {
-		output = filepath.Base(rd.Meta.Name)
-	}
-	var w io.Writer = stdout
-	if output != "-" {
-		out, err := os.Create(output)
-		if err != nil {
-			return usageError("files download: %v", err)
-		}
-		defer out.Close()
-		w = out
-	}
-	if bar := progress(rd.Meta.Size, "downloading "+rd.Meta.Name); bar != nil && output != "-" {
-		w = io.MultiWriter(w, bar)
-		defer func() { bar.Finish(); fmt.Fprintln(stderr) }()
-	}
-	if _, err := io.Copy(w, rd); err != nil {
-		return usageError("files download: %v", err)
-	}
-	if output != "-" {
+	if target != "-" {
 		if g.json {
-			printJSON(map[string]any{"id": rd.Meta.ID, "name": rd.Meta.Name, "size": rd.Meta.Size, "path": output})
+			res["path"] = target
+			printJSON(res)
 		} else {
-			fmt.Fprintf(stderr, "wrote %s (%s)\n", output, human(rd.Meta.Size))
+			fmt.Fprintf(stderr, "wrote %s (%s)\n", target, human(size(res)))
 		}
 	}
 	return 0
+}
+
+// filesList prints the list as JSON or as a table. Both backends answer in
+// the server's JSON shape (snake_case keys, RFC 3339 times), which the
+// table reads.
+func filesList(ctx context.Context, g *globals, b fileBackend, pattern string) int {
+	res, err := b.List(ctx, pattern)
+	if err != nil {
+		return fail(g, err, g.json)
+	}
+	if g.json {
+		printJSON(res)
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSIZE\tTYPE\tMODIFIED\tID")
+	list, _ := res["files"].([]any)
+	for _, x := range list {
+		f, _ := x.(map[string]any)
+		mod := fmt.Sprint(f["modified_on"])
+		if t, err := time.Parse(time.RFC3339Nano, mod); err == nil {
+			mod = t.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f["name"], human(size(f)), f["mime_type"], mod, f["id"])
+	}
+	tw.Flush()
+	return 0
+}
+
+// size reads the "size" of a backend's answer: an int64 from the store, a
+// JSON number from the server or a projection.
+func size(m map[string]any) int64 {
+	if n, ok := m["size"].(int64); ok {
+		return n
+	}
+	return client.Int(m, "size")
 }
 
 // progress returns a progress bar on stderr for transfers worth one (over

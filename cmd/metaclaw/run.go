@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/signal"
 	"time"
-
-	"github.com/metaclaw/metaclaw/hostapi"
 )
+
+// script is one run of a script file.
+type script struct {
+	Name    string // the file name, shown in stack traces
+	Code    string
+	Input   json.RawMessage // valid JSON or empty
+	Timeout time.Duration
+}
 
 func cmdRun(g *globals, args []string) int {
 	fs := newFlags("run", g)
@@ -25,27 +30,23 @@ func cmdRun(g *globals, args []string) int {
 	if err != nil {
 		return usageError("run: %v", err)
 	}
-	var in any
+	s := script{Name: pos[0], Code: string(code), Timeout: *timeout}
 	if *input != "" {
+		var in any
 		if err := json.Unmarshal([]byte(*input), &in); err != nil {
 			return usageError("run: --input is not valid JSON: %v", err)
 		}
+		s.Input = json.RawMessage(*input)
 	}
-	if g.server != "" {
-		return remoteRun(g, pos[0], code, *input, *timeout)
-	}
-	h, err := g.openHost()
-	if err != nil {
-		return fail(g, err, true)
-	}
-	defer h.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	res := h.Runner.Run(ctx, h.Env(g.workspace, g.session), hostapi.RunRequest{Code: string(code), Input: in, Name: pos[0],
-		Limits: hostapi.RunLimits{Timeout: *timeout}})
-	printJSON(res)
-	if !res.OK {
-		return 1
-	}
-	return 0
+	return g.withBackend(true, func(ctx context.Context, b backend) int {
+		res, ok, err := b.Run(ctx, s)
+		if err != nil {
+			return fail(g, err, true)
+		}
+		printJSON(res)
+		if !ok {
+			return 1
+		}
+		return 0
+	})
 }

@@ -3,12 +3,21 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/signal"
 	"strings"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
+
+// toolBackend runs scripts and tools for the run, tool and tools commands
+// (localBackend, remoteBackend). Results are that side's own JSON, printed
+// as is, so each mode prints what it always has.
+type toolBackend interface {
+	// Run runs s; ok is the run result's "ok".
+	Run(ctx context.Context, s script) (res any, ok bool, err error)
+	CallTool(ctx context.Context, name string, args map[string]any) (any, error)
+	// Tools answers the --json list and the lines of the table.
+	Tools(ctx context.Context) (res any, lines []toolLine, err error)
+}
 
 func cmdTool(g *globals, args []string) int {
 	fs := newFlags("tool", g)
@@ -27,20 +36,12 @@ func cmdTool(g *globals, args []string) int {
 			return fail(g, apierr.New(apierr.ValidationFailed, "arguments are not a JSON object: %v", err), true)
 		}
 	}
-	if g.server != "" {
-		return remoteTool(g, pos[0], toolArgs)
-	}
-	h, err := g.openHost()
-	if err != nil {
-		return fail(g, err, true)
-	}
-	defer h.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	res, err := h.Registry.CallTool(ctx, h.Env(g.workspace, g.session), pos[0], toolArgs)
-	if err != nil {
-		return fail(g, err, true)
-	}
-	printJSON(res)
-	return 0
+	return g.withBackend(true, func(ctx context.Context, b backend) int {
+		res, err := b.CallTool(ctx, pos[0], toolArgs)
+		if err != nil {
+			return fail(g, err, true)
+		}
+		printJSON(res)
+		return 0
+	})
 }
