@@ -5,11 +5,13 @@ import (
 	"time"
 )
 
-// Event types (seed 000).
+// Event types (seed 000), and the gap notice a resuming subscriber gets
+// when events it asked for are no longer in the replay buffer.
 const (
 	EventCreated  = "file:created"
 	EventModified = "file:modified"
 	EventDeleted  = "file:deleted"
+	EventGap      = "events:gap"
 )
 
 // Event is one change notification. Data carries the seed-000 payload.
@@ -88,8 +90,15 @@ func (b *MemoryBus) Subscribe(workspace string, after uint64) (<-chan Event, fun
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := &subscriber{ws: workspace, ch: make(chan Event, 256+len(b.ring))}
-	if after > 0 {
-		for _, e := range b.replayLocked() {
+	if after > 0 && after < b.seq {
+		replay := b.replayLocked()
+		// Events after `after` fell out of the buffer: say so, so that
+		// the client reloads its view instead of trusting the replay.
+		if len(replay) > 0 && replay[0].Seq > after+1 {
+			s.ch <- Event{Seq: replay[0].Seq - 1, Type: EventGap, Workspace: workspace, Time: time.Now().UTC(),
+				Data: map[string]any{"missed_from": after + 1, "missed_to": replay[0].Seq - 1}}
+		}
+		for _, e := range replay {
 			if e.Seq > after && e.Workspace == workspace {
 				s.ch <- e
 			}

@@ -218,6 +218,30 @@ func TestModifyBackupRevert(t *testing.T) {
 	checkClean(t, s)
 }
 
+func TestBusReportsReplayGaps(t *testing.T) {
+	b := NewMemoryBus(4)
+	for i := 0; i < 10; i++ {
+		b.Publish(Event{Type: EventCreated, Workspace: "w", Data: map[string]any{"id": i}})
+	}
+	ch, cancel := b.Subscribe("w", 3)
+	defer cancel()
+	gap := <-ch
+	if gap.Type != EventGap || gap.Data["missed_from"] != uint64(4) || gap.Data["missed_to"] != uint64(6) {
+		t.Fatalf("gap notice: %+v", gap)
+	}
+	for want := uint64(7); want <= 10; want++ {
+		if e := <-ch; e.Seq != want || e.Type != EventCreated {
+			t.Fatalf("replay: %+v, want seq %d", e, want)
+		}
+	}
+	// Resuming from inside the buffer: no gap.
+	ch2, cancel2 := b.Subscribe("w", 8)
+	defer cancel2()
+	if e := <-ch2; e.Seq != 9 {
+		t.Fatalf("resume: %+v", e)
+	}
+}
+
 func TestSizeAndQuotaLimits(t *testing.T) {
 	s := openTest(t, Config{MaxFileSize: 1000, MaxWorkspaceSize: 2500})
 	w := s.Workspace("default")

@@ -95,6 +95,8 @@ async function load() {
 }
 
 function apply(type, data) {
+  // Events were lost while we were away: the list may be stale, reload it.
+  if (type === "events:gap") { load().catch(() => {}); return; }
   const cur = state.files.get(data.id) || {};
   if (type === "file:deleted") state.files.delete(data.id);
   else state.files.set(data.id, Object.assign(cur, data, { flash: true }, type === "file:created" ? { modified_on: new Date().toISOString() } : {}));
