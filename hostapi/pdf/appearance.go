@@ -243,6 +243,27 @@ func finishAppearances(x *model.XRefTable, font *pdfFont, aps []pendingAP) error
 	return nil
 }
 
+// widgetAppearances gives every widget of f that has a usable /Rect a
+// variable-text (/Tx) appearance: the widget's frame, then what body draws,
+// clipped to the inside of the border. body's text names font as /MCF0.
+func widgetAppearances(x *model.XRefTable, f *field, font *pdfFont, body func(b *strings.Builder, width, height float64)) error {
+	var aps []pendingAP
+	for _, w := range f.widgets {
+		width, height, ok := widgetBox(x, w)
+		if !ok {
+			continue
+		}
+		var b strings.Builder
+		b.WriteString(frameContent(x, w, width, height))
+		b.WriteString("/Tx BMC\nq\n")
+		fmt.Fprintf(&b, "1 1 %s %s re W n\n", num(width-2), num(height-2))
+		body(&b, width, height)
+		b.WriteString("Q\nEMC\n")
+		aps = append(aps, pendingAP{widget: w, width: width, height: height, content: b.String()})
+	}
+	return finishAppearances(x, font, aps)
+}
+
 const fieldPadding = 2.0
 
 // textAppearances draws value into every widget of a text or dropdown field.
@@ -259,16 +280,8 @@ func (a *area) textAppearances(x *model.XRefTable, f *field, value string) error
 	}
 	maxLen, _ := dictInt(x, f.dict, "MaxLen")
 	comb := f.kind() == "text" && f.ff&ffComb != 0 && !multiline && maxLen > 0
-	var aps []pendingAP
-	for _, w := range f.widgets {
-		width, height, ok := widgetBox(x, w)
-		if !ok {
-			continue
-		}
-		var b strings.Builder
-		b.WriteString(frameContent(x, w, width, height))
-		b.WriteString("/Tx BMC\nq\n")
-		fmt.Fprintf(&b, "1 1 %s %s re W n\nBT\n", num(width-2), num(height-2))
+	return widgetAppearances(x, f, font, func(b *strings.Builder, width, height float64) {
+		b.WriteString("BT\n")
 		asc, desc := font.ascent(), font.descent()
 		lineH := (asc - desc) / 1000
 		size := da.size
@@ -277,7 +290,7 @@ func (a *area) textAppearances(x *model.XRefTable, f *field, value string) error
 			if size == 0 {
 				size = 12
 			}
-			fmt.Fprintf(&b, "/MCF0 %s Tf\n%s\n", num(size), da.color)
+			fmt.Fprintf(b, "/MCF0 %s Tf\n%s\n", num(size), da.color)
 			lines := wrapText(font, flat, size, width-2*fieldPadding)
 			y := height - fieldPadding - asc/1000*size
 			lead := lineH * size
@@ -286,18 +299,18 @@ func (a *area) textAppearances(x *model.XRefTable, f *field, value string) error
 					break
 				}
 				if i == 0 {
-					fmt.Fprintf(&b, "%s %s Td\n", num(fieldPadding), num(y))
+					fmt.Fprintf(b, "%s %s Td\n", num(fieldPadding), num(y))
 				} else {
-					fmt.Fprintf(&b, "0 %s Td\n", num(-lead))
+					fmt.Fprintf(b, "0 %s Td\n", num(-lead))
 				}
-				fmt.Fprintf(&b, "%s Tj\n", font.operand(l))
+				fmt.Fprintf(b, "%s Tj\n", font.operand(l))
 				y -= lead
 			}
 		case comb:
 			if size == 0 {
 				size = math.Min(12, (height-2*fieldPadding)/lineH)
 			}
-			fmt.Fprintf(&b, "/MCF0 %s Tf\n%s\n", num(size), da.color)
+			fmt.Fprintf(b, "/MCF0 %s Tf\n%s\n", num(size), da.color)
 			cell := width / float64(maxLen)
 			y := (height-lineH*size)/2 - desc/1000*size
 			for i, r := range []rune(flat) {
@@ -305,7 +318,7 @@ func (a *area) textAppearances(x *model.XRefTable, f *field, value string) error
 					break
 				}
 				cw := font.width(string(r)) / 1000 * size
-				fmt.Fprintf(&b, "1 0 0 1 %s %s Tm %s Tj\n", num(float64(i)*cell+(cell-cw)/2), num(y), font.operand(string(r)))
+				fmt.Fprintf(b, "1 0 0 1 %s %s Tm %s Tj\n", num(float64(i)*cell+(cell-cw)/2), num(y), font.operand(string(r)))
 			}
 		default:
 			tw := font.width(flat) / 1000
@@ -316,7 +329,7 @@ func (a *area) textAppearances(x *model.XRefTable, f *field, value string) error
 				}
 				size = math.Max(size, 4)
 			}
-			fmt.Fprintf(&b, "/MCF0 %s Tf\n%s\n", num(size), da.color)
+			fmt.Fprintf(b, "/MCF0 %s Tf\n%s\n", num(size), da.color)
 			xPos := fieldPadding
 			switch f.q {
 			case 1:
@@ -325,12 +338,10 @@ func (a *area) textAppearances(x *model.XRefTable, f *field, value string) error
 				xPos = width - fieldPadding - tw*size
 			}
 			y := (height-lineH*size)/2 - desc/1000*size
-			fmt.Fprintf(&b, "%s %s Td\n%s Tj\n", num(xPos), num(y), font.operand(flat))
+			fmt.Fprintf(b, "%s %s Td\n%s Tj\n", num(xPos), num(y), font.operand(flat))
 		}
-		b.WriteString("ET\nQ\nEMC\n")
-		aps = append(aps, pendingAP{widget: w, width: width, height: height, content: b.String()})
-	}
-	return finishAppearances(x, font, aps)
+		b.WriteString("ET\n")
+	})
 }
 
 // wrapText breaks text into lines no wider than width points.
@@ -385,34 +396,23 @@ func (a *area) listAppearances(x *model.XRefTable, f *field, display []string, s
 		size = 12
 	}
 	lineH := (font.ascent() - font.descent()) / 1000 * size
-	var aps []pendingAP
-	for _, w := range f.widgets {
-		width, height, ok := widgetBox(x, w)
-		if !ok {
-			continue
-		}
-		var b strings.Builder
-		b.WriteString(frameContent(x, w, width, height))
-		b.WriteString("/Tx BMC\nq\n")
-		fmt.Fprintf(&b, "1 1 %s %s re W n\n", num(width-2), num(height-2))
+	return widgetAppearances(x, f, font, func(b *strings.Builder, width, height float64) {
 		top := height - 1
 		for i := range display {
 			if selected[i] {
-				fmt.Fprintf(&b, "0.6 0.75 0.86 rg\n1 %s %s %s re f\n", num(top-float64(i+1)*lineH), num(width-2), num(lineH))
+				fmt.Fprintf(b, "0.6 0.75 0.86 rg\n1 %s %s %s re f\n", num(top-float64(i+1)*lineH), num(width-2), num(lineH))
 			}
 		}
-		fmt.Fprintf(&b, "BT\n/MCF0 %s Tf\n%s\n", num(size), da.color)
+		fmt.Fprintf(b, "BT\n/MCF0 %s Tf\n%s\n", num(size), da.color)
 		for i, s := range display {
 			y := top - float64(i)*lineH - font.ascent()/1000*size
 			if y < -lineH {
 				break
 			}
-			fmt.Fprintf(&b, "1 0 0 1 %s %s Tm %s Tj\n", num(fieldPadding), num(y), font.operand(s))
+			fmt.Fprintf(b, "1 0 0 1 %s %s Tm %s Tj\n", num(fieldPadding), num(y), font.operand(s))
 		}
-		b.WriteString("ET\nQ\nEMC\n")
-		aps = append(aps, pendingAP{widget: w, width: width, height: height, content: b.String()})
-	}
-	return finishAppearances(x, font, aps)
+		b.WriteString("ET\n")
+	})
 }
 
 // buttonAppearance gives a checkbox or radio widget that has no appearance

@@ -13,7 +13,6 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
-	"github.com/metaclaw/metaclaw/hostapi/store"
 )
 
 // Filling validates every value against its field first, so that one bad
@@ -27,19 +26,10 @@ func (a *area) fillForm(ctx context.Context, c *hostapi.Call) (any, error) {
 		return nil, err
 	}
 	res := FillFormResult{Filled: []string{}, NotFound: []string{}}
-	_, err := modifyPDF(ctx, c, c.Args.String("id"), func(f *store.File, data []byte) ([]byte, error) {
-		return guard(ctx, f.Name, func() ([]byte, error) {
-			doc, err := readDoc(f.Name, data, model.FILLFORMFIELDS)
-			if err != nil {
-				return nil, err
-			}
-			filled, notFound, err := a.fill(doc.XRefTable, f.Name, values)
-			res.Filled, res.NotFound = filled, notFound
-			if err != nil {
-				return nil, err
-			}
-			return writeDoc(f.Name, doc)
-		})
+	err := editPDF(ctx, c, model.FILLFORMFIELDS, func(name string, doc *model.Context) error {
+		filled, notFound, err := a.fill(doc.XRefTable, name, values)
+		res.Filled, res.NotFound = filled, notFound
+		return err
 	})
 	if err != nil && !errors.Is(err, errNothingToFill) {
 		return nil, err

@@ -53,6 +53,13 @@ func TestMain(m *testing.M) {
 
 func newTestEnvAt(t testing.TB, dir string) *testEnv {
 	t.Helper()
+	return newTestEnvWith(t, hostapi.Config{DataDir: dir})
+}
+
+// newTestEnvWith is a test host built from cfg, which names its DataDir.
+func newTestEnvWith(t testing.TB, cfg hostapi.Config) *testEnv {
+	t.Helper()
+	dir := cfg.DataDir
 	if err := os.MkdirAll(filepath.Join(dir, "cache", "pdf"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +68,7 @@ func newTestEnvAt(t testing.TB, dir string) *testEnv {
 			t.Fatal(err)
 		}
 	}
-	h, err := hostapi.NewHost(hostapi.Config{DataDir: dir})
+	h, err := hostapi.NewHost(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/klippa-app/go-pdfium"
 	"github.com/klippa-app/go-pdfium/enums"
+	"github.com/klippa-app/go-pdfium/references"
 	"github.com/klippa-app/go-pdfium/requests"
 
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
@@ -57,35 +58,26 @@ func (a *area) info(ctx context.Context, c *hostapi.Call) (any, error) {
 // info describes a document through pdfium.
 func (e *textEngine) info(ctx context.Context, name string, data []byte) (InfoResult, error) {
 	var res InfoResult
-	err := e.withInstance(ctx, name, func(inst pdfium.Pdfium) error {
-		doc, err := openDocument(inst, name, data)
-		if err != nil {
-			return err
-		}
-		defer inst.FPDF_CloseDocument(&requests.FPDF_CloseDocument{Document: doc.Document})
-		cnt, err := inst.FPDF_GetPageCount(&requests.FPDF_GetPageCount{Document: doc.Document})
-		if err != nil {
-			return pdfiumOpenError(name, err)
-		}
-		res.Pages = cnt.PageCount
-		res.PageSizes = make([]PageSize, 0, cnt.PageCount)
-		for i := 0; i < cnt.PageCount; i++ {
-			sz, err := inst.FPDF_GetPageSizeByIndex(&requests.FPDF_GetPageSizeByIndex{Document: doc.Document, Index: i})
+	err := e.withDocument(ctx, name, data, func(inst pdfium.Pdfium, doc references.FPDF_DOCUMENT, count int) error {
+		res.Pages = count
+		res.PageSizes = make([]PageSize, 0, count)
+		for i := 0; i < count; i++ {
+			sz, err := inst.FPDF_GetPageSizeByIndex(&requests.FPDF_GetPageSizeByIndex{Document: doc, Index: i})
 			if err != nil {
 				return pdfiumOpenError(name, err)
 			}
 			res.PageSizes = append(res.PageSizes, PageSize{Page: i + 1, Width: round2(sz.Width), Height: round2(sz.Height)})
 		}
-		if m, err := inst.FPDF_GetMetaText(&requests.FPDF_GetMetaText{Document: doc.Document, Tag: "Title"}); err == nil {
+		if m, err := inst.FPDF_GetMetaText(&requests.FPDF_GetMetaText{Document: doc, Tag: "Title"}); err == nil {
 			res.Title = m.Value
 		}
-		if m, err := inst.FPDF_GetMetaText(&requests.FPDF_GetMetaText{Document: doc.Document, Tag: "Author"}); err == nil {
+		if m, err := inst.FPDF_GetMetaText(&requests.FPDF_GetMetaText{Document: doc, Tag: "Author"}); err == nil {
 			res.Author = m.Value
 		}
-		if sec, err := inst.FPDF_GetSecurityHandlerRevision(&requests.FPDF_GetSecurityHandlerRevision{Document: doc.Document}); err == nil {
+		if sec, err := inst.FPDF_GetSecurityHandlerRevision(&requests.FPDF_GetSecurityHandlerRevision{Document: doc}); err == nil {
 			res.Encrypted = sec.SecurityHandlerRevision != -1
 		}
-		if ft, err := inst.FPDF_GetFormType(&requests.FPDF_GetFormType{Document: doc.Document}); err == nil {
+		if ft, err := inst.FPDF_GetFormType(&requests.FPDF_GetFormType{Document: doc}); err == nil {
 			res.HasForm = ft.FormType != enums.FPDF_FORMTYPE_NONE
 		}
 		return nil

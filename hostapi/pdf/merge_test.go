@@ -1,7 +1,6 @@
 package pdf
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -162,21 +161,13 @@ func TestSplitPagesBadInput(t *testing.T) {
 }
 
 func TestMergeRespectsFileLimit(t *testing.T) {
-	h, err := hostapi.NewHost(hostapi.Config{DataDir: t.TempDir(), MaxFileSize: 4000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := Register(h); err != nil {
-		t.Fatal(err)
-	}
-	e := &testEnv{t: t, h: h, env: h.Env("default", "s"), ctx: context.Background()}
+	e := newTestEnvWith(t, hostapi.Config{DataDir: t.TempDir(), MaxFileSize: 4000})
 	var ids []any
 	for i := 0; i < 20; i++ {
 		name := fmt.Sprintf("%d.pdf", i)
 		e.upload(name, textPDF(t, [][]string{{strings.Repeat("filler text ", 20)}}))
 		ids = append(ids, name)
 	}
-	_, err = e.tool("pdf_merge", map[string]any{"ids": ids, "output_name": "all.pdf"})
+	_, err := e.tool("pdf_merge", map[string]any{"ids": ids, "output_name": "all.pdf"})
 	wantCode(t, err, apierr.TooLarge)
 }

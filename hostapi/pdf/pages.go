@@ -9,7 +9,6 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
-	"github.com/metaclaw/metaclaw/hostapi/store"
 )
 
 // paperSizes are the named sizes addPage accepts, portrait, in points.
@@ -69,41 +68,46 @@ func (a *area) addPage(ctx context.Context, c *hostapi.Call) (any, error) {
 	}
 	orientation := c.Args.String("orientation")
 	after, hasAfter := c.Args.Int("after")
+	return editPages(ctx, c, model.INSERTPAGESAFTER, func(name string, doc *model.Context) error {
+		n := doc.PageCount
+		pos := int64(n)
+		if hasAfter {
+			pos = after
+		}
+		if pos > int64(n) {
+			return apierr.New(apierr.ValidationFailed, "after: %d is out of range: %q has %d page%s; use 0 to insert at the start or %d for the end", pos, name, n, plural(n), n)
+		}
+		// Without a size the new page matches its neighbour.
+		neighbour := int(pos)
+		if neighbour == 0 {
+			neighbour = 1
+		}
+		_, frame, _, err := pageFrameOf(doc, neighbour)
+		if err != nil {
+			return libError(name, err)
+		}
+		pw, ph := w, h
+		if !sized {
+			pw, ph = frame.size()
+		}
+		pw, ph = orient(pw, ph, orientation)
+		if err := insertBlankPage(doc, int(pos), pw, ph); err != nil {
+			return libError(name, err)
+		}
+		return nil
+	})
+}
+
+// editPages runs edit, which adds or removes pages, on the PDF the call's
+// id names and answers its new page count.
+func editPages(ctx context.Context, c *hostapi.Call, cmd model.CommandMode, edit func(name string, doc *model.Context) error) (any, error) {
 	var pages int
-	_, err = modifyPDF(ctx, c, c.Args.String("id"), func(f *store.File, data []byte) ([]byte, error) {
-		return guard(ctx, f.Name, func() ([]byte, error) {
-			doc, err := readDoc(f.Name, data, model.INSERTPAGESAFTER)
-			if err != nil {
-				return nil, err
-			}
-			n := doc.PageCount
-			pos := int64(n)
-			if hasAfter {
-				pos = after
-			}
-			if pos > int64(n) {
-				return nil, apierr.New(apierr.ValidationFailed, "after: %d is out of range: %q has %d page%s; use 0 to insert at the start or %d for the end", pos, f.Name, n, plural(n), n)
-			}
-			// Without a size the new page matches its neighbour.
-			neighbour := int(pos)
-			if neighbour == 0 {
-				neighbour = 1
-			}
-			_, frame, _, err := pageFrameOf(doc, neighbour)
-			if err != nil {
-				return nil, libError(f.Name, err)
-			}
-			pw, ph := w, h
-			if !sized {
-				pw, ph = frame.size()
-			}
-			pw, ph = orient(pw, ph, orientation)
-			if err := insertBlankPage(doc, int(pos), pw, ph); err != nil {
-				return nil, libError(f.Name, err)
-			}
-			pages = doc.PageCount
-			return writeDoc(f.Name, doc)
-		})
+	err := editPDF(ctx, c, cmd, func(name string, doc *model.Context) error {
+		if err := edit(name, doc); err != nil {
+			return err
+		}
+		pages = doc.PageCount
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -122,21 +126,12 @@ func insertBlankPage(doc *model.Context, pos int, w, h float64) error {
 	if err != nil {
 		return err
 	}
-	neighbour, err := x.DereferenceDict(*neighbourRef)
+	parentRef, parent, kids, err := parentKids(x, *neighbourRef)
 	if err != nil {
 		return err
 	}
-	parentRef := neighbour.IndirectRefEntry("Parent")
 	if parentRef == nil {
 		return fmt.Errorf("page %d has no parent in the page tree", ref)
-	}
-	parent, err := x.DereferenceDict(*parentRef)
-	if err != nil {
-		return err
-	}
-	kids, err := x.DereferenceArray(parent["Kids"])
-	if err != nil {
-		return err
 	}
 	at := -1
 	for i, k := range kids {
@@ -176,6 +171,28 @@ func insertBlankPage(doc *model.Context, pos int, w, h float64) error {
 	return nil
 }
 
+// parentKids returns node's parent in the page tree and the parent's
+// kids; parentRef is nil when node has no parent.
+func parentKids(x *model.XRefTable, node types.IndirectRef) (parentRef *types.IndirectRef, parent types.Dict, kids types.Array, err error) {
+	d, err := x.DereferenceDict(node)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	parentRef = d.IndirectRefEntry("Parent")
+	if parentRef == nil {
+		return nil, nil, nil, nil
+	}
+	parent, err = x.DereferenceDict(*parentRef)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	kids, err = x.DereferenceArray(parent["Kids"])
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return parentRef, parent, kids, nil
+}
+
 // adjustCounts adds delta to /Count of node and all its ancestors.
 func adjustCounts(x *model.XRefTable, node *types.IndirectRef, delta int) error {
 	for i := 0; node != nil && i < 64; i++ {
@@ -192,30 +209,18 @@ func adjustCounts(x *model.XRefTable, node *types.IndirectRef, delta int) error 
 
 func (a *area) deletePage(ctx context.Context, c *hostapi.Call) (any, error) {
 	page := int(c.Args.IntOr("page", 1))
-	var pages int
-	_, err := modifyPDF(ctx, c, c.Args.String("id"), func(f *store.File, data []byte) ([]byte, error) {
-		return guard(ctx, f.Name, func() ([]byte, error) {
-			doc, err := readDoc(f.Name, data, model.REMOVEPAGES)
-			if err != nil {
-				return nil, err
-			}
-			if page > doc.PageCount {
-				return nil, pageError(f.Name, page, doc.PageCount)
-			}
-			if doc.PageCount == 1 {
-				return nil, apierr.New(apierr.ValidationFailed, "%q has only one page, and a PDF needs at least one; delete the file with files.delete instead", f.Name)
-			}
-			if err := removePage(doc, page); err != nil {
-				return nil, libError(f.Name, err)
-			}
-			pages = doc.PageCount
-			return writeDoc(f.Name, doc)
-		})
+	return editPages(ctx, c, model.REMOVEPAGES, func(name string, doc *model.Context) error {
+		if page > doc.PageCount {
+			return pageError(name, page, doc.PageCount)
+		}
+		if doc.PageCount == 1 {
+			return apierr.New(apierr.ValidationFailed, "%q has only one page, and a PDF needs at least one; delete the file with files.delete instead", name)
+		}
+		if err := removePage(doc, page); err != nil {
+			return libError(name, err)
+		}
+		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return PagesResult{Pages: pages}, nil
 }
 
 // removePage unlinks page pageNr from the page tree and drops the form
@@ -229,21 +234,12 @@ func removePage(doc *model.Context, pageNr int) error {
 	}
 	node := *pageRef
 	for depth := 0; depth < 64; depth++ {
-		d, err := x.DereferenceDict(node)
+		parentRef, parent, kids, err := parentKids(x, node)
 		if err != nil {
 			return err
 		}
-		parentRef := d.IndirectRefEntry("Parent")
 		if parentRef == nil {
 			return fmt.Errorf("page %d is not attached to the page tree", pageNr)
-		}
-		parent, err := x.DereferenceDict(*parentRef)
-		if err != nil {
-			return err
-		}
-		kids, err := x.DereferenceArray(parent["Kids"])
-		if err != nil {
-			return err
 		}
 		var rest types.Array
 		for _, k := range kids {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/pdfcpu/pdfcpu/pkg/api"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu"
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
@@ -66,19 +67,7 @@ func pdfHeader(b []byte) bool {
 // fine, and it lets a timed-out library call finish in the background on a
 // private copy without touching the store.
 func readPDF(ctx context.Context, c *hostapi.Call, ref string) (*store.File, []byte, error) {
-	var (
-		meta *store.File
-		data []byte
-	)
-	err := c.WS.View(ctx, ref, func(f *store.File, path string) error {
-		meta = f
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return apierr.Wrap(apierr.FileReadFailed, err, "cannot read %q: %v", f.Name, err)
-		}
-		data = b
-		return nil
-	})
+	meta, data, err := readFile(ctx, c, ref)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -88,29 +77,67 @@ func readPDF(ctx context.Context, c *hostapi.Call, ref string) (*store.File, []b
 	return meta, data, nil
 }
 
+// readFile reads a workspace file's whole body.
+func readFile(ctx context.Context, c *hostapi.Call, ref string) (*store.File, []byte, error) {
+	var (
+		meta *store.File
+		data []byte
+	)
+	err := c.WS.View(ctx, ref, func(f *store.File, path string) error {
+		meta = f
+		b, err := readBody(f, path)
+		data = b
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return meta, data, nil
+}
+
+// readBody reads the body of workspace file f, stored at path.
+func readBody(f *store.File, path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.FileReadFailed, err, "cannot read %q: %v", f.Name, err)
+	}
+	return b, nil
+}
+
 func notPDF(f *store.File) error {
 	return apierr.New(apierr.UnsupportedFormat, "%q is not a PDF (detected %s); files.pdf.* works on PDF files only", f.Name, f.MimeType)
 }
 
-// modifyPDF rewrites a PDF in place through the store (temp file, fsync,
-// rename, one-level backup). edit gets the current body and returns the new
-// one; any error leaves the file unchanged.
-func modifyPDF(ctx context.Context, c *hostapi.Call, ref string, edit func(f *store.File, data []byte) ([]byte, error)) (*store.File, error) {
-	return c.WS.Modify(ctx, ref, func(cur *store.File, curPath string, out io.Writer) error {
-		data, err := os.ReadFile(curPath)
+// editPDF rewrites the PDF the call's id names in place through the store
+// (temp file, fsync, rename, one-level backup): the body is parsed with
+// pdfcpu in mode cmd, edit changes the document, and it is written back,
+// all under guard. Any error leaves the file unchanged.
+func editPDF(ctx context.Context, c *hostapi.Call, cmd model.CommandMode, edit func(name string, doc *model.Context) error) error {
+	_, err := c.WS.Modify(ctx, c.Args.String("id"), func(cur *store.File, curPath string, out io.Writer) error {
+		data, err := readBody(cur, curPath)
 		if err != nil {
-			return apierr.Wrap(apierr.FileReadFailed, err, "cannot read %q: %v", cur.Name, err)
+			return err
 		}
 		if !pdfHeader(data) {
 			return notPDF(cur)
 		}
-		body, err := edit(cur, data)
+		body, err := guard(ctx, cur.Name, func() ([]byte, error) {
+			doc, err := readDoc(cur.Name, data, cmd)
+			if err != nil {
+				return nil, err
+			}
+			if err := edit(cur.Name, doc); err != nil {
+				return nil, err
+			}
+			return writeDoc(cur.Name, doc)
+		})
 		if err != nil {
 			return err
 		}
 		_, err = out.Write(body)
 		return err
 	})
+	return err
 }
 
 // guard runs fn, a call into a PDF library, so that a panic on a hostile

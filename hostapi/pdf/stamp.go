@@ -7,7 +7,6 @@ import (
 	"image"
 	_ "image/jpeg" // DecodeConfig of JPEG images
 	_ "image/png"  // DecodeConfig of PNG images
-	"os"
 	"strconv"
 	"strings"
 
@@ -187,56 +186,82 @@ func (a *area) addText(ctx context.Context, c *hostapi.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = modifyPDF(ctx, c, c.Args.String("id"), func(f *store.File, data []byte) ([]byte, error) {
-		return guard(ctx, f.Name, func() ([]byte, error) {
-			doc, err := readDoc(f.Name, data, model.ADDWATERMARKS)
-			if err != nil {
-				return nil, err
+	return stampPage(ctx, c, page, x, y, func(t stampTarget) (string, error) {
+		fonts, err := t.resources("Font")
+		if err != nil {
+			return "", err
+		}
+		fontKey := freshName(fonts, "MCF")
+		_, h := t.frame.size()
+		lead := size * 1.2
+		var b strings.Builder
+		fmt.Fprintf(&b, "q\n%s\nBT\n/%s %s Tf\n%s\n%s TL\n", cmOp(t.frame), fontKey, num(size), color, num(lead))
+		// (x, y) is the top-left corner of the first line's box.
+		fmt.Fprintf(&b, "%s %s Td\n", num(x), num(h-y-font.ascent()/1000*size))
+		for i, l := range lines {
+			if i > 0 {
+				b.WriteString("T*\n")
 			}
-			if page > doc.PageCount {
-				return nil, pageError(f.Name, page, doc.PageCount)
+			if l != "" {
+				fmt.Fprintf(&b, "%s Tj\n", font.operand(l))
 			}
-			pd, frame, inh, err := pageFrameOf(doc, page)
-			if err != nil {
-				return nil, libError(f.Name, err)
-			}
-			if err := checkPosition(f.Name, page, frame, x, y); err != nil {
-				return nil, err
-			}
-			res, err := pageResources(doc.XRefTable, pd, inh)
-			if err != nil {
-				return nil, libError(f.Name, err)
-			}
-			fonts, err := subDict(doc.XRefTable, res, "Font")
-			if err != nil {
-				return nil, libError(f.Name, err)
-			}
-			fontKey := freshName(fonts, "MCF")
-			_, h := frame.size()
-			lead := size * 1.2
-			var b strings.Builder
-			fmt.Fprintf(&b, "q\n%s\nBT\n/%s %s Tf\n%s\n%s TL\n", cmOp(frame), fontKey, num(size), color, num(lead))
-			// (x, y) is the top-left corner of the first line's box.
-			fmt.Fprintf(&b, "%s %s Td\n", num(x), num(h-y-font.ascent()/1000*size))
-			for i, l := range lines {
-				if i > 0 {
-					b.WriteString("T*\n")
-				}
-				if l != "" {
-					fmt.Fprintf(&b, "%s Tj\n", font.operand(l))
-				}
-			}
-			b.WriteString("ET\nQ\n")
-			ref, err := font.object(doc.XRefTable)
-			if err != nil {
-				return nil, writeFailed(f.Name, err)
-			}
-			fonts[fontKey] = *ref
-			if err := appendContent(doc.XRefTable, pd, b.String()); err != nil {
-				return nil, libError(f.Name, err)
-			}
-			return writeDoc(f.Name, doc)
-		})
+		}
+		b.WriteString("ET\nQ\n")
+		ref, err := font.object(t.xref)
+		if err != nil {
+			return "", writeFailed(t.name, err)
+		}
+		fonts[fontKey] = *ref
+		return b.String(), nil
+	})
+}
+
+// stampTarget is the page addText and addImage draw on.
+type stampTarget struct {
+	name  string // the file's name, for errors
+	xref  *model.XRefTable
+	page  types.Dict
+	inh   *model.InheritedPageAttrs
+	frame pageFrame
+}
+
+// resources returns the page's resource dictionary of one kind (Font,
+// XObject …), created when absent, to hold what the drawn content names.
+func (t stampTarget) resources(kind string) (types.Dict, error) {
+	res, err := pageResources(t.xref, t.page, t.inh)
+	if err != nil {
+		return nil, libError(t.name, err)
+	}
+	d, err := subDict(t.xref, res, kind)
+	if err != nil {
+		return nil, libError(t.name, err)
+	}
+	return d, nil
+}
+
+// stampPage appends the content draw returns to a page of the PDF the
+// call's id names, after checking that the page exists and that (x, y)
+// lies on it. It answers both operations.
+func stampPage(ctx context.Context, c *hostapi.Call, page int, x, y float64, draw func(t stampTarget) (string, error)) (any, error) {
+	err := editPDF(ctx, c, model.ADDWATERMARKS, func(name string, doc *model.Context) error {
+		if page > doc.PageCount {
+			return pageError(name, page, doc.PageCount)
+		}
+		pd, frame, inh, err := pageFrameOf(doc, page)
+		if err != nil {
+			return libError(name, err)
+		}
+		if err := checkPosition(name, page, frame, x, y); err != nil {
+			return err
+		}
+		content, err := draw(stampTarget{name: name, xref: doc.XRefTable, page: pd, inh: inh, frame: frame})
+		if err != nil {
+			return err
+		}
+		if err := appendContent(doc.XRefTable, pd, content); err != nil {
+			return libError(name, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -247,19 +272,7 @@ func (a *area) addText(ctx context.Context, c *hostapi.Call) (any, error) {
 // readImage reads a workspace PNG or JPEG and checks its pixel count
 // before anything decodes it.
 func readImage(ctx context.Context, c *hostapi.Call, ref string) (*store.File, []byte, image.Config, error) {
-	var (
-		meta *store.File
-		data []byte
-	)
-	err := c.WS.View(ctx, ref, func(f *store.File, path string) error {
-		meta = f
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return apierr.Wrap(apierr.FileReadFailed, err, "cannot read %q: %v", f.Name, err)
-		}
-		data = b
-		return nil
-	})
+	meta, data, err := readFile(ctx, c, ref)
 	if err != nil {
 		return nil, nil, image.Config{}, err
 	}
@@ -298,46 +311,18 @@ func (a *area) addImage(ctx context.Context, c *hostapi.Call) (any, error) {
 	case !hasW:
 		width = height * float64(cfg.Width) / float64(cfg.Height)
 	}
-	_, err = modifyPDF(ctx, c, c.Args.String("id"), func(f *store.File, data []byte) ([]byte, error) {
-		return guard(ctx, f.Name, func() ([]byte, error) {
-			doc, err := readDoc(f.Name, data, model.ADDWATERMARKS)
-			if err != nil {
-				return nil, err
-			}
-			if page > doc.PageCount {
-				return nil, pageError(f.Name, page, doc.PageCount)
-			}
-			pd, frame, inh, err := pageFrameOf(doc, page)
-			if err != nil {
-				return nil, libError(f.Name, err)
-			}
-			if err := checkPosition(f.Name, page, frame, x, y); err != nil {
-				return nil, err
-			}
-			imgRef, _, _, err := model.CreateImageResource(doc.XRefTable, bytes.NewReader(imgData))
-			if err != nil {
-				return nil, apierr.Wrap(apierr.UnsupportedFormat, err, "%q could not be embedded as an image (%v); the file may be damaged — re-save it as PNG or JPEG", img.Name, err)
-			}
-			res, err := pageResources(doc.XRefTable, pd, inh)
-			if err != nil {
-				return nil, libError(f.Name, err)
-			}
-			xobjects, err := subDict(doc.XRefTable, res, "XObject")
-			if err != nil {
-				return nil, libError(f.Name, err)
-			}
-			key := freshName(xobjects, "MCIm")
-			xobjects[key] = *imgRef
-			_, h := frame.size()
-			content := fmt.Sprintf("q\n%s\n%s 0 0 %s %s %s cm\n/%s Do\nQ\n", cmOp(frame), num(width), num(height), num(x), num(h-y-height), key)
-			if err := appendContent(doc.XRefTable, pd, content); err != nil {
-				return nil, libError(f.Name, err)
-			}
-			return writeDoc(f.Name, doc)
-		})
+	return stampPage(ctx, c, page, x, y, func(t stampTarget) (string, error) {
+		imgRef, _, _, err := model.CreateImageResource(t.xref, bytes.NewReader(imgData))
+		if err != nil {
+			return "", apierr.Wrap(apierr.UnsupportedFormat, err, "%q could not be embedded as an image (%v); the file may be damaged — re-save it as PNG or JPEG", img.Name, err)
+		}
+		xobjects, err := t.resources("XObject")
+		if err != nil {
+			return "", err
+		}
+		key := freshName(xobjects, "MCIm")
+		xobjects[key] = *imgRef
+		_, h := t.frame.size()
+		return fmt.Sprintf("q\n%s\n%s 0 0 %s %s %s cm\n/%s Do\nQ\n", cmOp(t.frame), num(width), num(height), num(x), num(h-y-height), key), nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return OKResult{OK: true}, nil
 }

@@ -322,18 +322,10 @@ func TestAddImageBadInput(t *testing.T) {
 	e.unchanged("doc.pdf", f)
 
 	// Images over the pixel cap are refused before decoding.
-	h, err := hostapi.NewHost(hostapi.Config{DataDir: t.TempDir(), MaxImagePixels: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := Register(h); err != nil {
-		t.Fatal(err)
-	}
-	small := &testEnv{t: t, h: h, env: h.Env("default", "s"), ctx: e.ctx}
+	small := newTestEnvWith(t, hostapi.Config{DataDir: t.TempDir(), MaxImagePixels: 100})
 	small.upload("doc.pdf", textPDF(t, [][]string{{"x"}}))
 	small.upload("logo.png", pngBytes(t, 20, 20))
-	_, err = small.tool("pdf_add_image", map[string]any{"id": "doc.pdf", "page": 1, "image_id": "logo.png", "x": 1, "y": 1})
+	_, err := small.tool("pdf_add_image", map[string]any{"id": "doc.pdf", "page": 1, "image_id": "logo.png", "x": 1, "y": 1})
 	wantCode(t, err, apierr.TooLarge)
 }
 

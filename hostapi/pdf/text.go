@@ -33,7 +33,39 @@ func (a *area) extractText(ctx context.Context, c *hostapi.Call) (any, error) {
 // extract returns the text of the given 1-based pages (all when empty).
 func (e *textEngine) extract(ctx context.Context, name string, data []byte, pages []int) (ExtractTextResult, error) {
 	var res ExtractTextResult
-	err := e.withInstance(ctx, name, func(inst pdfium.Pdfium) error {
+	err := e.withDocument(ctx, name, data, func(inst pdfium.Pdfium, doc references.FPDF_DOCUMENT, count int) error {
+		res.TotalPages = count
+		if len(pages) == 0 {
+			pages = make([]int, count)
+			for i := range pages {
+				pages[i] = i + 1
+			}
+		}
+		for _, p := range pages {
+			if p < 1 || p > count {
+				return pageError(name, p, count)
+			}
+		}
+		res.Pages = make([]PageText, 0, len(pages))
+		for _, p := range pages {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			text, err := pageText(inst, doc, p-1)
+			if err != nil {
+				return apierr.Wrap(apierr.FileReadFailed, err, "page %d of %q could not be read (%v); the page may be damaged — try the other pages with {pages: [...]}", p, name, err)
+			}
+			res.Pages = append(res.Pages, PageText{Page: p, Text: text})
+		}
+		return nil
+	})
+	return res, err
+}
+
+// withDocument opens data in a pdfium instance and runs fn on the
+// document and its page count; the document is closed after.
+func (e *textEngine) withDocument(ctx context.Context, name string, data []byte, fn func(inst pdfium.Pdfium, doc references.FPDF_DOCUMENT, count int) error) error {
+	return e.withInstance(ctx, name, func(inst pdfium.Pdfium) error {
 		doc, err := openDocument(inst, name, data)
 		if err != nil {
 			return err
@@ -43,32 +75,8 @@ func (e *textEngine) extract(ctx context.Context, name string, data []byte, page
 		if err != nil {
 			return pdfiumOpenError(name, err)
 		}
-		res.TotalPages = cnt.PageCount
-		if len(pages) == 0 {
-			pages = make([]int, cnt.PageCount)
-			for i := range pages {
-				pages[i] = i + 1
-			}
-		}
-		for _, p := range pages {
-			if p < 1 || p > cnt.PageCount {
-				return pageError(name, p, cnt.PageCount)
-			}
-		}
-		res.Pages = make([]PageText, 0, len(pages))
-		for _, p := range pages {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			text, err := pageText(inst, doc.Document, p-1)
-			if err != nil {
-				return apierr.Wrap(apierr.FileReadFailed, err, "page %d of %q could not be read (%v); the page may be damaged — try the other pages with {pages: [...]}", p, name, err)
-			}
-			res.Pages = append(res.Pages, PageText{Page: p, Text: text})
-		}
-		return nil
+		return fn(inst, doc.Document, cnt.PageCount)
 	})
-	return res, err
 }
 
 // openDocument hands data to pdfium; the caller closes the document.

@@ -1,7 +1,6 @@
 package spreadsheet
 
 import (
-	"archive/zip"
 	"bytes"
 	"fmt"
 	"os"
@@ -66,36 +65,7 @@ func bigBook(t testing.TB, rows int) []byte {
 	// entry list to avoid copying 200k strings twice.
 	rb.sst = nil
 	b := rb.bytes(t)
-	return replaceSST(t, b, sst.String(), len(sstItems))
-}
-
-// replaceSST swaps the shared strings part of a workbook.
-func replaceSST(t testing.TB, b []byte, items string, n int) []byte {
-	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	zw := zip.NewWriter(&out)
-	for _, f := range zr.File {
-		w, err := zw.Create(f.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Name == "xl/sharedStrings.xml" {
-			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" count="%d" uniqueCount="%d">%s</sst>`, n, n, items)
-			continue
-		}
-		rc, _ := f.Open()
-		var buf bytes.Buffer
-		buf.ReadFrom(rc)
-		rc.Close()
-		w.Write(buf.Bytes())
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
+	return replaceEntry(t, b, "xl/sharedStrings.xml", []byte(fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" count="%d" uniqueCount="%d">%s</sst>`, len(sstItems), len(sstItems), sst.String())))
 }
 
 // peakHeap samples the live heap while fn runs and returns the peak above

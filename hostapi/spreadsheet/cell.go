@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/metaclaw/metaclaw/hostapi"
-	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
 
 // CellInfo is readCell's answer.
@@ -45,24 +44,18 @@ func (src *source) findCell(ctx context.Context, idx, col, row int) (rawCell, bo
 		return true, nil
 	})
 	if err != nil {
-		if _, ok := err.(*apierr.Error); ok {
-			return out, false, err
-		}
-		if ctx.Err() != nil {
-			return out, false, apierr.From(ctx.Err())
-		}
-		return out, false, readFailed(err, "the sheet could not be parsed")
+		return out, false, parseError(ctx, err, "the sheet could not be parsed")
 	}
 	return out, found, nil
 }
 
 func (svc *service) readCell(ctx context.Context, c *hostapi.Call) (any, error) {
-	col, row, ok := parseCell(c.Args.String("cell"))
-	if !ok {
-		return nil, cellError(c.Args.String("cell"))
+	col, row, err := cellArg(c, "cell")
+	if err != nil {
+		return nil, err
 	}
 	var out CellInfo
-	err := svc.view(ctx, c, func(src *source) error {
+	err = svc.view(ctx, c, func(src *source) error {
 		idx, err := src.sheetIndex(c.Args.Raw("sheet"))
 		if err != nil {
 			return err

@@ -96,11 +96,7 @@ func (svc *service) edit(ctx context.Context, c *hostapi.Call, fn func(e *editor
 
 // excelWriteError maps an excelize error during an edit.
 func excelWriteError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ae *apierr.Error
-	if errors.As(err, &ae) {
+	if err == nil || coded(err) {
 		return err
 	}
 	msg := err.Error()
@@ -237,14 +233,7 @@ func (e *editor) applyPatch(idx int, p *patchSpec) error {
 	p.dateStyle, p.isDate = e.dateStyle, e.isDateStyle
 	out, err := patchSheet(e.ctx, rc, int64(entry.UncompressedSize64), p)
 	if err != nil {
-		var ae *apierr.Error
-		switch {
-		case errors.As(err, &ae):
-			return err
-		case e.ctx.Err() != nil:
-			return apierr.From(e.ctx.Err())
-		}
-		return readFailed(err, fmt.Sprintf("sheet %q could not be rewritten", e.wb.sheets[idx].Name))
+		return parseError(e.ctx, err, fmt.Sprintf("sheet %q could not be rewritten", e.wb.sheets[idx].Name))
 	}
 	if p.recalc {
 		e.recalc = true

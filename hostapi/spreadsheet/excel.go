@@ -37,13 +37,16 @@ func openExcel(p string) (*excelize.File, error) {
 	return f, nil
 }
 
+// coded reports whether err already carries a code, so that it is passed
+// on unchanged.
+func coded(err error) bool {
+	var ae *apierr.Error
+	return errors.As(err, &ae)
+}
+
 // excelError maps excelize errors to coded ones.
 func excelError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ae *apierr.Error
-	if errors.As(err, &ae) {
+	if err == nil || coded(err) {
 		return err
 	}
 	msg := err.Error()

@@ -257,27 +257,21 @@ func cloneStyle(st *excelize.Style) *excelize.Style {
 	c := *st
 	c.Border = append([]excelize.Border(nil), st.Border...)
 	c.Fill.Color = append([]string(nil), st.Fill.Color...)
-	if st.Font != nil {
-		f := *st.Font
-		c.Font = &f
-	}
-	if st.Alignment != nil {
-		a := *st.Alignment
-		c.Alignment = &a
-	}
-	if st.Protection != nil {
-		p := *st.Protection
-		c.Protection = &p
-	}
-	if st.CustomNumFmt != nil {
-		s := *st.CustomNumFmt
-		c.CustomNumFmt = &s
-	}
-	if st.DecimalPlaces != nil {
-		d := *st.DecimalPlaces
-		c.DecimalPlaces = &d
-	}
+	c.Font = clonePtr(st.Font)
+	c.Alignment = clonePtr(st.Alignment)
+	c.Protection = clonePtr(st.Protection)
+	c.CustomNumFmt = clonePtr(st.CustomNumFmt)
+	c.DecimalPlaces = clonePtr(st.DecimalPlaces)
 	return &c
+}
+
+// clonePtr is a pointer to a copy of *p, or nil for nil.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // formatArea applies o to every cell of a (closed) area, merging with each

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -243,4 +244,38 @@ func (rb rawBook) bytes(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// replaceEntry swaps one zip entry's body.
+func replaceEntry(t testing.TB, b []byte, name string, body []byte) []byte {
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	for _, f := range zr.File {
+		w, err := zw.Create(f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Name == name {
+			w.Write(body)
+			continue
+		}
+		copyEntry(w, f)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// copyEntry writes zip entry f's inflated body to w.
+func copyEntry(w io.Writer, f *zip.File) {
+	rc, _ := f.Open()
+	var buf bytes.Buffer
+	buf.ReadFrom(rc)
+	rc.Close()
+	w.Write(buf.Bytes())
 }

@@ -173,6 +173,15 @@ func rangeArg(c *hostapi.Call, name string, sheetName string) (area, error) {
 	return a, nil
 }
 
+// cellArg parses a cell argument in A1 form.
+func cellArg(c *hostapi.Call, name string) (col, row int, err error) {
+	col, row, ok := parseCell(c.Args.String(name))
+	if !ok {
+		return 0, 0, cellError(c.Args.String(name))
+	}
+	return col, row, nil
+}
+
 func (svc *service) readRange(ctx context.Context, c *hostapi.Call) (any, error) {
 	var out [][]any
 	err := svc.view(ctx, c, func(src *source) error {

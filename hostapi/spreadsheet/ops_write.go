@@ -129,12 +129,12 @@ func parseData(raw any, date1904 bool) ([][]cellWrite, int, error) {
 }
 
 func (svc *service) writeRange(ctx context.Context, c *hostapi.Call) (any, error) {
-	col, row, ok := parseCell(c.Args.String("start_cell"))
-	if !ok {
-		return nil, cellError(c.Args.String("start_cell"))
+	col, row, err := cellArg(c, "start_cell")
+	if err != nil {
+		return nil, err
 	}
 	var res WriteRangeResult
-	_, err := svc.edit(ctx, c, func(e *editor) error {
+	_, err = svc.edit(ctx, c, func(e *editor) error {
 		idx, sheet, err := e.sheet(c.Args.Raw("sheet"))
 		if err != nil {
 			return err
@@ -298,9 +298,9 @@ func (e *editor) streamRows(sheet string, a area, data [][]cellWrite) error {
 }
 
 func (svc *service) writeCell(ctx context.Context, c *hostapi.Call) (any, error) {
-	col, row, ok := parseCell(c.Args.String("cell"))
-	if !ok {
-		return nil, cellError(c.Args.String("cell"))
+	col, row, err := cellArg(c, "cell")
+	if err != nil {
+		return nil, err
 	}
 	_, hasValue := c.Args["value"]
 	formula := strings.TrimPrefix(strings.TrimSpace(c.Args.String("formula")), "=")
@@ -315,7 +315,6 @@ func (svc *service) writeCell(ctx context.Context, c *hostapi.Call) (any, error)
 	case string:
 		fo.numFmt = &fm
 	case map[string]any:
-		var err error
 		if fo, err = parseFormat(fm); err != nil {
 			return nil, err
 		}
@@ -323,7 +322,7 @@ func (svc *service) writeCell(ctx context.Context, c *hostapi.Call) (any, error)
 	if !hasValue && formula == "" && fo.empty() {
 		return nil, apierr.New(apierr.ValidationFailed, "nothing to write: pass a value (null clears the cell), a formula or a format")
 	}
-	_, err := svc.edit(ctx, c, func(e *editor) error {
+	_, err = svc.edit(ctx, c, func(e *editor) error {
 		idx, sheet, err := e.sheet(c.Args.Raw("sheet"))
 		if err != nil {
 			return err
@@ -373,8 +372,7 @@ func (svc *service) addSheet(ctx context.Context, c *hostapi.Call) (any, error) 
 	if err := checkSheetName(name); err != nil {
 		return nil, err
 	}
-	var res SheetsResult
-	_, err := svc.edit(ctx, c, func(e *editor) error {
+	return svc.sheetEdit(ctx, c, func(e *editor) error {
 		for _, n := range e.f.GetSheetList() {
 			if strings.EqualFold(n, name) {
 				return apierr.New(apierr.AlreadyExists, "sheet %q already exists; sheets are: %s", n, quoteList(e.f.GetSheetList()))
@@ -383,13 +381,8 @@ func (svc *service) addSheet(ctx context.Context, c *hostapi.Call) (any, error) 
 		if _, err := e.f.NewSheet(name); err != nil {
 			return excelWriteError(err)
 		}
-		res.Sheets = e.f.GetSheetList()
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
 }
 
 func checkSheetName(name string) error {
@@ -409,8 +402,7 @@ func checkSheetName(name string) error {
 }
 
 func (svc *service) deleteSheet(ctx context.Context, c *hostapi.Call) (any, error) {
-	var res SheetsResult
-	_, err := svc.edit(ctx, c, func(e *editor) error {
+	return svc.sheetEdit(ctx, c, func(e *editor) error {
 		names := e.f.GetSheetList()
 		idx, err := resolveSheet(names, c.Args.Raw("name"))
 		if err != nil {
@@ -438,6 +430,18 @@ func (svc *service) deleteSheet(ctx context.Context, c *hostapi.Call) (any, erro
 		}
 		if err := e.withStubs(others, func() error { return e.f.DeleteSheet(names[idx]) }); err != nil {
 			return excelWriteError(err)
+		}
+		return nil
+	})
+}
+
+// sheetEdit runs a sheet addition/deletion and answers the workbook's
+// sheet names afterwards.
+func (svc *service) sheetEdit(ctx context.Context, c *hostapi.Call, fn func(e *editor) error) (any, error) {
+	var res SheetsResult
+	_, err := svc.edit(ctx, c, func(e *editor) error {
+		if err := fn(e); err != nil {
+			return err
 		}
 		res.Sheets = e.f.GetSheetList()
 		return nil
@@ -557,15 +561,8 @@ func (svc *service) setFormat(ctx context.Context, c *hostapi.Call) (any, error)
 		return nil, apierr.New(apierr.ValidationFailed, "no format given; pass at least one of bold, italic, fontColor, fillColor, numberFormat, columnWidth, horizontalAlignment, wrapText, border")
 	}
 	_, err = svc.edit(ctx, c, func(e *editor) error {
-		idx, sheet, err := e.sheet(c.Args.Raw("sheet"))
+		idx, _, a, err := e.rangeArea(c)
 		if err != nil {
-			return err
-		}
-		a, err := rangeArg(c, "range", sheet)
-		if err != nil {
-			return err
-		}
-		if a, err = e.closedArea(idx, a); err != nil {
 			return err
 		}
 		if cells := int64(a.rows()) * int64(a.cols()); fo.styleChanges() && cells > maxFormatCells {
@@ -583,15 +580,8 @@ func (svc *service) setFormat(ctx context.Context, c *hostapi.Call) (any, error)
 
 func (svc *service) autoFilter(ctx context.Context, c *hostapi.Call) (any, error) {
 	_, err := svc.edit(ctx, c, func(e *editor) error {
-		idx, sheet, err := e.sheet(c.Args.Raw("sheet"))
+		idx, sheet, a, err := e.rangeArea(c)
 		if err != nil {
-			return err
-		}
-		a, err := rangeArg(c, "range", sheet)
-		if err != nil {
-			return err
-		}
-		if a, err = e.closedArea(idx, a); err != nil {
 			return err
 		}
 		// excelize records the filter's hidden defined name; the sheet's
@@ -606,6 +596,22 @@ func (svc *service) autoFilter(ctx context.Context, c *hostapi.Call) (any, error
 		return nil, err
 	}
 	return OKResult{OK: true}, nil
+}
+
+// rangeArea resolves the call's sheet and range against the workbook being
+// edited; whole columns or rows cover the sheet's used area.
+func (e *editor) rangeArea(c *hostapi.Call) (idx int, sheet string, a area, err error) {
+	idx, sheet, err = e.sheet(c.Args.Raw("sheet"))
+	if err != nil {
+		return 0, "", area{}, err
+	}
+	if a, err = rangeArg(c, "range", sheet); err != nil {
+		return 0, "", area{}, err
+	}
+	if a, err = e.closedArea(idx, a); err != nil {
+		return 0, "", area{}, err
+	}
+	return idx, sheet, a, nil
 }
 
 // setPatchFormat adds format options to a patch over area a.

@@ -368,14 +368,11 @@ func (pt *patcher) readCols() error {
 	var inner []byte
 	if !empty {
 		for {
-			k, err := s.next()
+			k, ok, err := s.nextIn("cols")
 			if err != nil {
 				return err
 			}
-			if k == tokEOF {
-				return errXMLTruncated
-			}
-			if k == tokEnd && string(s.name) == "cols" {
+			if !ok {
 				break
 			}
 			if k == tokStart && string(s.name) == "col" {
@@ -538,14 +535,11 @@ func (pt *patcher) editRow(rnum int) error {
 	}
 	if !rowEmpty {
 		for {
-			k, err := s.next()
+			k, ok, err := s.nextIn("row")
 			if err != nil {
 				return err
 			}
-			if k == tokEOF {
-				return errXMLTruncated
-			}
-			if k == tokEnd && string(s.name) == "row" {
+			if !ok {
 				break
 			}
 			if k != tokStart || string(s.name) != "c" {
@@ -568,14 +562,11 @@ func (pt *patcher) editRow(rnum int) error {
 			var inner []byte
 			if !s.empty {
 				for {
-					k, err := s.next()
+					_, ok, err := s.nextIn("c")
 					if err != nil {
 						return err
 					}
-					if k == tokEOF {
-						return errXMLTruncated
-					}
-					if k == tokEnd && string(s.name) == "c" {
+					if !ok {
 						break
 					}
 					inner = append(inner, s.raw...)

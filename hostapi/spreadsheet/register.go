@@ -21,10 +21,18 @@ func Register(h *hostapi.Host) error {
 	return nil
 }
 
+// sheetSchema is a sheet given by name or 1-based index.
+func sheetSchema() hostapi.Schema {
+	return hostapi.Schema{"type": []any{"string", "integer"}, "minLength": 1, "minimum": 1}
+}
+
 func sheetParam() hostapi.Param {
-	return hostapi.Param{Name: "sheet", Required: true,
-		Schema: hostapi.Schema{"type": []any{"string", "integer"}, "minLength": 1, "minimum": 1},
-		Doc:    "Sheet name (e.g. \"Sheet1\") or 1-based sheet index"}
+	return hostapi.Param{Name: "sheet", Required: true, Schema: sheetSchema(),
+		Doc: "Sheet name (e.g. \"Sheet1\") or 1-based sheet index"}
+}
+
+func cellParam() hostapi.Param {
+	return hostapi.Param{Name: "cell", Required: true, Schema: hostapi.Schema{"type": "string", "minLength": 2}, Doc: "Cell in A1 form, e.g. \"B7\""}
 }
 
 func rangeParam(doc string) hostapi.Param {
@@ -120,8 +128,7 @@ func (svc *service) ops() []hostapi.Op {
 			Doc: "Read one cell in detail: {value, formula (without \"=\", null if none), type (number|string|boolean|date|error|empty), " +
 				"format: {numberFormat, bold, italic, fontColor, fillColor, horizontalAlignment, wrapText, border, columnWidth}}. " +
 				"Formulas without a cached value are calculated.",
-			Params: []hostapi.Param{hostapi.Ref(""), sheetParam(),
-				{Name: "cell", Required: true, Schema: hostapi.Schema{"type": "string", "minLength": 2}, Doc: "Cell in A1 form, e.g. \"B7\""}},
+			Params:   []hostapi.Param{hostapi.Ref(""), sheetParam(), cellParam()},
 			Result:   CellInfo{},
 			ReadOnly: true, Idempotent: true,
 			Handler: svc.readCell,
@@ -131,8 +138,7 @@ func (svc *service) ops() []hostapi.Op {
 			Doc: "Write one cell: a value (number, text, boolean, ISO date, or null to clear), or a formula via the formula option " +
 				"(\"SUM(A1:A3)\", leading \"=\" optional); format is a number format code such as \"0.00%\" or an object of setFormat's " +
 				"options. Leaving value out keeps the current value. Returns {ok: true}.",
-			Params: []hostapi.Param{hostapi.Ref(""), sheetParam(),
-				{Name: "cell", Required: true, Schema: hostapi.Schema{"type": "string", "minLength": 2}, Doc: "Cell in A1 form, e.g. \"B7\""},
+			Params: []hostapi.Param{hostapi.Ref(""), sheetParam(), cellParam(),
 				{Name: "value", Schema: cellSchema(), Doc: "The value; null clears it"},
 				{Name: "formula", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Group: "options", Doc: "Formula to write instead of a value, e.g. \"SUM(A1:A3)\""},
 				{Name: "format", Schema: formatObjectSchema(), Group: "options", Doc: "Number format code, or {bold, italic, fontColor, fillColor, numberFormat, …}"},
@@ -153,7 +159,7 @@ func (svc *service) ops() []hostapi.Op {
 			Name: "files.spreadsheet.deleteSheet", Tool: "spreadsheet_delete_sheet",
 			Doc: "Delete a sheet (by name or 1-based index) and everything on it; the last visible sheet cannot be deleted. Returns {sheets: [names]}.",
 			Params: []hostapi.Param{hostapi.Ref(""),
-				{Name: "name", Required: true, Schema: hostapi.Schema{"type": []any{"string", "integer"}, "minLength": 1, "minimum": 1}, Doc: "Sheet name or 1-based index"}},
+				{Name: "name", Required: true, Schema: sheetSchema(), Doc: "Sheet name or 1-based index"}},
 			Result:      SheetsResult{},
 			Destructive: true,
 			Handler:     svc.deleteSheet,

@@ -245,13 +245,7 @@ func (src *source) stream(ctx context.Context, idx, from int, fn func(row int, v
 		return fn(row, vals)
 	})
 	if err != nil {
-		if _, ok := err.(*apierr.Error); ok {
-			return err
-		}
-		if ctx.Err() != nil {
-			return apierr.From(ctx.Err())
-		}
-		return readFailed(err, fmt.Sprintf("sheet %q could not be parsed", src.sheets[idx].Name))
+		return parseError(ctx, err, fmt.Sprintf("sheet %q could not be parsed", src.sheets[idx].Name))
 	}
 	return nil
 }

@@ -111,13 +111,8 @@ func (rv *resolver) resolve(c *rawCell) (value, error) {
 			return pending(), nil
 		}
 		return value{k: kError, s: string(c.v)}, nil
-	case 'S':
-		if len(c.v) == 0 {
-			return pending(), nil
-		}
-		return value{k: kString, s: string(c.v)}, nil
-	case 'i':
-		if c.hasIS {
+	case 'S', 'i':
+		if c.typ == 'i' && c.hasIS {
 			return value{k: kString, s: decodeEscapes(string(c.is))}, nil
 		}
 		if len(c.v) == 0 {

@@ -48,6 +48,19 @@ func readFailed(err error, what string) error {
 		"the workbook could not be read: %s (%v); the file is damaged or truncated — upload it again or re-save it as .xlsx", what, err)
 }
 
+// parseError is the coded error for a failed pass over a sheet's XML:
+// coded errors pass on, and a pass cut short by ctx is a timeout, not
+// damage.
+func parseError(ctx context.Context, err error, what string) error {
+	switch {
+	case coded(err):
+		return err
+	case ctx.Err() != nil:
+		return apierr.From(ctx.Err())
+	}
+	return readFailed(err, what)
+}
+
 // openWorkbook opens an xlsx file and reads its sheet list.
 func openWorkbook(p string) (*workbook, error) {
 	zr, err := zip.OpenReader(p)

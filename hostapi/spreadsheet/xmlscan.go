@@ -127,6 +127,20 @@ func (s *xmlScanner) next() (tokKind, error) {
 	}
 }
 
+// nextIn advances to the next token inside element name, whose start tag
+// has been read: ok is false on name's end tag, and input that ends first
+// is errXMLTruncated.
+func (s *xmlScanner) nextIn(name string) (k tokKind, ok bool, err error) {
+	k, err = s.next()
+	switch {
+	case err != nil:
+		return k, false, err
+	case k == tokEOF:
+		return k, false, errXMLTruncated
+	}
+	return k, k != tokEnd || string(s.name) != name, nil
+}
+
 var (
 	pfxComment = []byte("<!--")
 	pfxCDATA   = []byte("<![CDATA[")
