@@ -144,15 +144,31 @@ func (w *Workspace) View(ctx context.Context, ref string, fn func(f *File, path 
 // rlocked resolves ref and takes its read lock, re-reading the metadata under
 // the lock since a writer may have replaced the body meanwhile.
 func (w *Workspace) rlocked(ctx context.Context, ref string) (*File, func(), error) {
-	f, err := w.Resolve(ctx, ref)
-	if err != nil {
-		return nil, nil, err
+	return w.locked(ctx, ref, w.s.locks.rlock)
+}
+
+// locked resolves ref, takes its lock with lock and returns the metadata
+// read under the lock (a writer may have replaced the body meanwhile). A
+// ref that is an id is locked before the one lookup; a name needs a lookup
+// first to learn the id.
+func (w *Workspace) locked(ctx context.Context, ref string, lock func(id string) func()) (*File, func(), error) {
+	id := strings.ToLower(strings.TrimSpace(ref))
+	if !IsID(id) {
+		f, err := w.Resolve(ctx, ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		id = f.ID
 	}
-	release := w.s.locks.rlock(f.ID)
-	f, err = w.Resolve(ctx, f.ID)
+	release := lock(id)
+	f, err := w.Resolve(ctx, id)
 	if err != nil {
 		release()
 		return nil, nil, err
+	}
+	if f.ID != id { // a file whose name looks like an id
+		release()
+		return w.locked(ctx, f.ID, lock)
 	}
 	return f, release, nil
 }
@@ -239,16 +255,11 @@ func pickMIME(head []byte, name, given string) string {
 // reads the current body from curPath. The first modification keeps the
 // previous body as the backup that Revert restores.
 func (w *Workspace) Modify(ctx context.Context, ref string, fn func(cur *File, curPath string, out io.Writer) error) (*File, error) {
-	f, err := w.Resolve(ctx, ref)
+	cur, release, err := w.locked(ctx, ref, w.s.locks.wlock)
 	if err != nil {
 		return nil, err
 	}
-	release := w.s.locks.wlock(f.ID)
 	defer release()
-	cur, err := w.Resolve(ctx, f.ID)
-	if err != nil {
-		return nil, err
-	}
 	bw, err := w.s.newBodyWriter(w.name)
 	if err != nil {
 		return nil, err
@@ -358,16 +369,11 @@ func (w *Workspace) commitBody(ctx context.Context, cur *File, b *body, mimeHint
 
 // Delete removes a file, its body and its backup.
 func (w *Workspace) Delete(ctx context.Context, ref string) error {
-	f, err := w.Resolve(ctx, ref)
+	f, release, err := w.locked(ctx, ref, w.s.locks.wlock)
 	if err != nil {
 		return err
 	}
-	release := w.s.locks.wlock(f.ID)
 	defer release()
-	f, err = w.Resolve(ctx, f.ID)
-	if err != nil {
-		return err
-	}
 	err = w.s.withTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.Exec(`DELETE FROM agent_files WHERE _id=?`, f.ID)
 		return apierr.From(err)
@@ -401,15 +407,11 @@ func (w *Workspace) Rename(ctx context.Context, ref, newName string) (*File, err
 	if err != nil {
 		return nil, err
 	}
-	f, err := w.Resolve(ctx, ref)
+	f, release, err := w.locked(ctx, ref, w.s.locks.wlock)
 	if err != nil {
 		return nil, err
 	}
-	release := w.s.locks.wlock(f.ID)
 	defer release()
-	if f, err = w.Resolve(ctx, f.ID); err != nil {
-		return nil, err
-	}
 	if f.Name == name {
 		return f, nil
 	}

@@ -498,3 +498,22 @@ func crashChild(dir string) {
 		}
 	}
 }
+
+func TestFileNamedLikeAnID(t *testing.T) {
+	s := openTest(t, Config{})
+	w := s.Workspace("default")
+	ctx := context.Background()
+	idLike := "11111111-2222-3333-4444-555555555555"
+	f := create(t, w, idLike, "v1")
+	if f.ID == idLike {
+		t.Fatal("ids are generated")
+	}
+	g, err := w.Modify(ctx, idLike, func(_ *File, _ string, out io.Writer) error { _, err := io.WriteString(out, "v2"); return err })
+	if err != nil || g.ID != f.ID || readAll(t, w, f.ID) != "v2" {
+		t.Fatalf("modify by an id-shaped name: %+v %v", g, err)
+	}
+	if err := w.Delete(ctx, idLike); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, s)
+}
