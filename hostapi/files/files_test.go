@@ -12,6 +12,7 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/hostapi/hosttest"
 	"github.com/metaclaw/metaclaw/hostapi/store"
 )
 
@@ -23,15 +24,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg hostapi.Config) *fixture {
 	t.Helper()
-	cfg.DataDir = t.TempDir()
-	h, err := hostapi.NewHost(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	if err := Register(h); err != nil {
-		t.Fatal(err)
-	}
+	h := hosttest.New(t, cfg, Register)
 	return &fixture{t: t, h: h, env: h.Env("default", "sess")}
 }
 

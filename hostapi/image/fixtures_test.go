@@ -22,6 +22,7 @@ import (
 	_ "golang.org/x/image/webp" // independent WebP reader for the outputs
 
 	"github.com/metaclaw/metaclaw/hostapi"
+	"github.com/metaclaw/metaclaw/hostapi/hosttest"
 	"github.com/metaclaw/metaclaw/hostapi/store"
 )
 
@@ -54,29 +55,18 @@ func newEnv(t *testing.T, cfg ...hostapi.Config) *testEnv { return newEnvTB(t, c
 
 func newEnvTB(t testing.TB, cfg ...hostapi.Config) *testEnv {
 	t.Helper()
-	c := hostapi.Config{DataDir: t.TempDir()}
+	var c hostapi.Config
 	if len(cfg) > 0 {
 		c = cfg[0]
-		c.DataDir = t.TempDir()
+		c.DataDir = ""
 	}
-	h, err := hostapi.NewHost(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Register(h); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h := hosttest.New(t, c, Register)
 	return &testEnv{t: t, h: h, env: h.Env("default", "test-session"), ctx: context.Background()}
 }
 
 func (e *testEnv) upload(name string, body []byte) *store.File {
 	e.t.Helper()
-	f, err := e.env.WS.Create(e.ctx, store.CreateOptions{Name: name, Source: store.SourceUpload}, bytes.NewReader(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return f
+	return hosttest.Upload(e.t, e.env.WS, name, body, false)
 }
 
 // tool calls a meta-tool and returns its snake_case result.

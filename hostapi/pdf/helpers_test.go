@@ -21,6 +21,7 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/hostapi/hosttest"
 	"github.com/metaclaw/metaclaw/hostapi/store"
 )
 
@@ -68,24 +69,13 @@ func newTestEnvWith(t testing.TB, cfg hostapi.Config) *testEnv {
 			t.Fatal(err)
 		}
 	}
-	h, err := hostapi.NewHost(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	if err := Register(h); err != nil {
-		t.Fatal(err)
-	}
+	h := hosttest.New(t, cfg, Register)
 	return &testEnv{t: t, h: h, env: h.Env("default", "test-session"), ctx: context.Background()}
 }
 
 func (e *testEnv) upload(name string, data []byte) *store.File {
 	e.t.Helper()
-	f, err := e.env.WS.Create(e.ctx, store.CreateOptions{Name: name, Source: store.SourceUpload}, bytes.NewReader(data))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return f
+	return hosttest.Upload(e.t, e.env.WS, name, data, false)
 }
 
 // tool calls a meta-tool and returns its snake_case result.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/hostapi/hosttest"
 	"github.com/metaclaw/metaclaw/hostapi/store"
 )
 
@@ -26,24 +27,13 @@ type testEnv struct {
 
 func newEnv(t testing.TB) *testEnv {
 	t.Helper()
-	h, err := hostapi.NewHost(hostapi.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	if err := Register(h); err != nil {
-		t.Fatal(err)
-	}
+	h := hosttest.New(t, hostapi.Config{}, Register)
 	return &testEnv{t: t, h: h, env: h.Env("default", "test-session"), ctx: context.Background()}
 }
 
 func (te *testEnv) upload(name string, b []byte) *store.File {
 	te.t.Helper()
-	f, err := te.env.WS.Create(te.ctx, store.CreateOptions{Name: name, Source: store.SourceUpload, Overwrite: true}, bytes.NewReader(b))
-	if err != nil {
-		te.t.Fatal(err)
-	}
-	return f
+	return hosttest.Upload(te.t, te.env.WS, name, b, true)
 }
 
 func (te *testEnv) info(name string) *store.File {
