@@ -2,7 +2,6 @@ package hostapi
 
 import (
 	"encoding/json"
-	"math"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/store"
@@ -26,9 +25,9 @@ type Call struct {
 	Args Args
 }
 
-// Args are an op's validated arguments keyed by their snake_case names.
-// The registry has already checked them against the op's schema, so the
-// getters only convert; a mismatch here is a schema bug.
+// Args are an op's arguments keyed by their snake_case names, in the
+// canonical form of decode.go (numbers are int64 or float64, nothing else)
+// and already checked against the op's schema, so the getters only read.
 type Args map[string]any
 
 // Has reports whether name was given (and is not null).
@@ -51,34 +50,18 @@ func (a Args) Float(name string) (float64, bool) {
 	switch v := a[name].(type) {
 	case float64:
 		return v, true
-	case float32:
-		return float64(v), true
-	case int:
-		return float64(v), true
 	case int64:
 		return float64(v), true
-	case int32:
-		return float64(v), true
-	case uint64:
-		return float64(v), true
-	case json.Number:
-		f, err := v.Float64()
-		return f, err == nil
 	}
 	return 0, false
 }
 
-// Int returns an integer argument and whether it was given. Non-integral
-// numbers are truncated toward zero; declare {"type":"integer"} to reject them.
+// Int returns an integer argument and whether it was given. The decoder
+// has refused integers outside int64 and the schema non-integral numbers,
+// so a given integer argument is always exact here.
 func (a Args) Int(name string) (int64, bool) {
-	f, ok := a.Float(name)
-	if !ok {
-		return 0, false
-	}
-	if f > math.MaxInt64 || f < math.MinInt64 {
-		return 0, false
-	}
-	return int64(f), true
+	v, ok := a[name].(int64)
+	return v, ok
 }
 
 // IntOr returns an integer argument or def when it is absent.
@@ -89,11 +72,23 @@ func (a Args) IntOr(name string, def int64) int64 {
 	return def
 }
 
-// Raw returns an argument as decoded JSON (map[string]any, []any, …).
+// IntOrString reads a name-or-index argument (a sheet, say): isInt tells
+// which of n and s holds it; both are zero when it is absent.
+func (a Args) IntOrString(name string) (n int64, s string, isInt bool) {
+	switch v := a[name].(type) {
+	case int64:
+		return v, "", true
+	case string:
+		return 0, v, false
+	}
+	return 0, "", false
+}
+
+// Raw returns an argument in the canonical form (map[string]any, []any, …).
 func (a Args) Raw(name string) any { return a[name] }
 
 // Decode converts an argument into v (a pointer) through JSON, for
-// structured arguments such as a spreadsheet's 2-D array of cells.
+// structured arguments such as a PDF's form values.
 func (a Args) Decode(name string, v any) error {
 	b, err := json.Marshal(a[name])
 	if err != nil {

@@ -61,9 +61,31 @@ type Op struct {
 	ToolResult func(v any) any
 	// Annotations for MCP clients.
 	ReadOnly, Destructive, Idempotent bool
-	Handler                           func(ctx context.Context, c *Call) (any, error)
+	// OpenWorld marks an op that reaches outside the workspace (a download).
+	OpenWorld bool
+	// Examples are calls that show the op at work. Models and people read
+	// them in the tool lists; the door test runs every one through every
+	// door (JS, CLI, HTTP, MCP) and requires the same answer from each.
+	Examples []Example
+	Handler  func(ctx context.Context, c *Call) (any, error)
 
-	schema *jsonschema.Schema
+	schema      *jsonschema.Schema
+	inputSchema Schema
+}
+
+// Example is one call of an op.
+type Example struct {
+	// Doc says in one line what the call does.
+	Doc string `json:"doc,omitempty"`
+	// Args are the meta-tool arguments (snake_case), as a model sends them.
+	Args map[string]any `json:"args"`
+	// Want is what the meta-tool result (snake_case) must contain: objects
+	// are compared key by key as subsets, arrays element by element (the
+	// result may be longer), other values exactly.
+	Want any `json:"want,omitempty"`
+	// Files are the fixtures (testdata/examples) the call works on; the
+	// door test uploads them into a fresh workspace first.
+	Files []string `json:"files,omitempty"`
 }
 
 // JSName is the method name inside its namespace ("readRange").
@@ -137,12 +159,14 @@ type DynamicTools interface {
 
 // ToolInfo describes a meta-tool to LLM clients.
 type ToolInfo struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	InputSchema Schema `json:"input_schema"`
-	ReadOnly    bool   `json:"-"`
-	Destructive bool   `json:"-"`
-	Idempotent  bool   `json:"-"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	InputSchema Schema    `json:"input_schema"`
+	Examples    []Example `json:"examples,omitempty"`
+	ReadOnly    bool      `json:"-"`
+	Destructive bool      `json:"-"`
+	Idempotent  bool      `json:"-"`
+	OpenWorld   bool      `json:"-"`
 }
 
 // NewRegistry returns an empty registry.
@@ -178,6 +202,7 @@ func (r *Registry) Add(ops ...Op) {
 			panic(fmt.Sprintf("hostapi: op %s%s: %v", op.Name, op.Tool, err))
 		}
 		op.schema = sch
+		op.inputSchema = op.InputSchema()
 		p := &op
 		r.ops = append(r.ops, p)
 		if op.Name != "" {
@@ -220,8 +245,8 @@ func (r *Registry) Tools(ctx context.Context, env *Env) ([]ToolInfo, error) {
 		if op.Tool == "" {
 			continue
 		}
-		out = append(out, ToolInfo{Name: op.Tool, Description: op.Doc, InputSchema: op.InputSchema(),
-			ReadOnly: op.ReadOnly, Destructive: op.Destructive, Idempotent: op.Idempotent})
+		out = append(out, ToolInfo{Name: op.Tool, Description: op.Doc, InputSchema: op.InputSchema(), Examples: op.Examples,
+			ReadOnly: op.ReadOnly, Destructive: op.Destructive, Idempotent: op.Idempotent, OpenWorld: op.OpenWorld})
 	}
 	if r.Dynamic != nil && env != nil {
 		dyn, err := r.Dynamic.ListTools(ctx, env)
@@ -234,8 +259,29 @@ func (r *Registry) Tools(ctx context.Context, env *Env) ([]ToolInfo, error) {
 	return out, nil
 }
 
+// CallToolJSON runs a meta-tool with its arguments as a JSON object: the
+// entry point of every door that receives JSON (HTTP, MCP, the CLI).
+func (r *Registry) CallToolJSON(ctx context.Context, env *Env, name string, raw []byte) (any, error) {
+	args, err := ParseArgs(raw)
+	if err != nil {
+		return nil, err
+	}
+	return r.CallTool(ctx, env, name, args)
+}
+
+// InvokeJSON runs op with its arguments as a JSON object (a sandbox
+// worker's host call, a WASM module's call).
+func (r *Registry) InvokeJSON(ctx context.Context, env *Env, op *Op, raw []byte) (any, error) {
+	args, err := ParseArgs(raw)
+	if err != nil {
+		return nil, r.labelled(op, err)
+	}
+	return r.Invoke(ctx, env, op, args)
+}
+
 // CallTool runs a meta-tool by name with snake_case arguments and returns
-// its snake_case result, the shape every non-JS door answers with.
+// its snake_case result, the shape every non-JS door answers with. Args
+// may hold any Go values the decoder reads (decode.go).
 func (r *Registry) CallTool(ctx context.Context, env *Env, name string, args map[string]any) (any, error) {
 	if op := r.ByTool(name); op != nil {
 		res, err := r.Invoke(ctx, env, op, args)
@@ -248,7 +294,13 @@ func (r *Registry) CallTool(ctx context.Context, env *Env, name string, args map
 		return Project(res, SnakeCase), nil
 	}
 	if r.Dynamic != nil {
-		res, ok, err := r.Dynamic.CallTool(ctx, env, name, args)
+		// A saved tool checks its own schema; numbers are made canonical
+		// here so that every tool sees numbers as numbers.
+		canon, err := canonicalArgs(args, nil)
+		if err != nil {
+			return nil, apierr.New(apierr.ValidationFailed, "%s: %s", name, apierr.Of(err).Message)
+		}
+		res, ok, err := r.Dynamic.CallTool(ctx, env, name, canon)
 		if ok {
 			if err != nil {
 				return nil, apierr.From(err)
@@ -264,10 +316,7 @@ func (r *Registry) CallTool(ctx context.Context, env *Env, name string, args map
 // errors; the host carries on.
 func (r *Registry) Invoke(ctx context.Context, env *Env, op *Op, args map[string]any) (res any, err error) {
 	start := time.Now()
-	label := op.Tool
-	if label == "" {
-		label = op.Name
-	}
+	label := op.Label()
 	defer func() {
 		if p := recover(); p != nil {
 			err = apierr.New(apierr.Internal, "%s failed unexpectedly (%v); the input may be malformed", label, p)
@@ -288,8 +337,9 @@ func (r *Registry) Invoke(ctx context.Context, env *Env, op *Op, args map[string
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if args == nil {
-		args = map[string]any{}
+	args, err = canonicalArgs(args, op.inputSchema)
+	if err != nil {
+		return nil, r.labelled(op, err)
 	}
 	if err := validateArgs(op, args); err != nil {
 		return nil, err
@@ -298,6 +348,21 @@ func (r *Registry) Invoke(ctx context.Context, env *Env, op *Op, args map[string
 		ctx = store.WithActor(ctx, store.Actor{Session: env.Session, Record: env.Record})
 	}
 	return op.Handler(ctx, &Call{Env: env, Op: op, Args: Args(args)})
+}
+
+// labelled prefixes a decoding error with the op's name, as validation
+// errors are.
+func (r *Registry) labelled(op *Op, err error) error {
+	e := apierr.Of(err)
+	return &apierr.Error{Code: e.Code, Message: op.Label() + ": " + e.Message}
+}
+
+// Label is how messages name the op: its tool name, else its JS name.
+func (op *Op) Label() string {
+	if op.Tool != "" {
+		return op.Tool
+	}
+	return op.Name
 }
 
 var printer = message.NewPrinter(language.English)
@@ -311,10 +376,7 @@ func validateArgs(op *Op, args map[string]any) error {
 	if !ok {
 		return apierr.New(apierr.ValidationFailed, "invalid arguments: %v", err)
 	}
-	label := op.Tool
-	if label == "" {
-		label = op.Name
-	}
+	label := op.Label()
 	return apierr.New(apierr.ValidationFailed, "%s: %s", label, describeValidation(op, ve))
 }
 

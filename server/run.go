@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -177,8 +176,7 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeArgs reads a tool call's JSON object of arguments; an empty body
-// means no arguments. Numbers stay json.Number so that integers keep their
-// exact value through schema validation.
+// means no arguments. The registry's decoder keeps numbers exact.
 func decodeArgs(w http.ResponseWriter, r *http.Request) (map[string]any, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
 	if err != nil {
@@ -188,26 +186,7 @@ func decodeArgs(w http.ResponseWriter, r *http.Request) (map[string]any, error) 
 		}
 		return nil, apierr.New(apierr.ValidationFailed, "reading the request body failed: %v", err)
 	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var raw any
-	if err := dec.Decode(&raw); err != nil {
-		return nil, apierr.New(apierr.ValidationFailed, "the arguments are not valid JSON: %v", err)
-	}
-	if dec.More() {
-		return nil, apierr.New(apierr.ValidationFailed, "the request body has data after the JSON arguments")
-	}
-	if raw == nil {
-		return nil, nil
-	}
-	m, ok := raw.(map[string]any)
-	if !ok {
-		return nil, apierr.New(apierr.ValidationFailed, "the arguments must be a JSON object, e.g. {\"id\": \"data.csv\"}")
-	}
-	return m, nil
+	return hostapi.ParseArgs(b)
 }
 
 // contextUntil is ctx, also cancelled when done closes.

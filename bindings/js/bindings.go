@@ -12,7 +12,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"math"
 	"reflect"
 	"sort"
 	"strings"
@@ -245,13 +244,6 @@ func FromJS(v any, schema hostapi.Schema) any {
 			out[i] = FromJS(x, items)
 		}
 		return out
-	case int64:
-		return t
-	case float64:
-		if math.IsNaN(t) || math.IsInf(t, 0) {
-			return nil
-		}
-		return t
 	case time.Time:
 		return t.UTC().Format(time.RFC3339Nano)
 	case []byte:

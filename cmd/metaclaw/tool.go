@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"strings"
 
-	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/hostapi"
 )
 
 // toolBackend runs scripts and tools for the run, tool and tools commands
@@ -29,11 +27,9 @@ func cmdTool(g *globals, args []string) int {
 		return usageError("usage: metaclaw tool NAME ['{\"arg\":…}']")
 	}
 	var toolArgs map[string]any
-	if len(pos) == 2 && strings.TrimSpace(pos[1]) != "" {
-		dec := json.NewDecoder(strings.NewReader(pos[1]))
-		dec.UseNumber()
-		if err := dec.Decode(&toolArgs); err != nil {
-			return fail(g, apierr.New(apierr.ValidationFailed, "arguments are not a JSON object: %v", err), true)
+	if len(pos) == 2 {
+		if toolArgs, err = hostapi.ParseArgs([]byte(pos[1])); err != nil {
+			return fail(g, err, true)
 		}
 	}
 	return g.withBackend(true, func(ctx context.Context, b backend) int {

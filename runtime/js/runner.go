@@ -144,13 +144,10 @@ func (ru *run) exec(ctx context.Context, parent *hostapi.Env, req hostapi.RunReq
 		ru.fail(apierr.Of(err), "")
 		return
 	}
-	input := req.Input
-	if raw, ok := input.(json.RawMessage); ok {
-		input = nil
-		if len(raw) > 0 && json.Unmarshal(raw, &input) != nil {
-			ru.fail(apierr.New(apierr.ValidationFailed, "input is not valid JSON"), "")
-			return
-		}
+	input, err := hostapi.Canonical(req.Input, nil)
+	if err != nil {
+		ru.fail(apierr.New(apierr.ValidationFailed, "input: %s", apierr.Of(err).Message), "")
+		return
 	}
 	vm.Set("input", jsbind.ToJS(vm, input))
 	sess := vm.NewObject()

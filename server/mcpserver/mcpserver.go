@@ -225,13 +225,9 @@ func (m *Manager) addTool(ws *workspaceServer, t hostapi.ToolInfo) (err error) {
 // that the model sees what to fix.
 func (m *Manager) handler(workspace, name string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		var args map[string]any
-		if raw := req.Params.Arguments; len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-			dec := json.NewDecoder(bytes.NewReader(raw))
-			dec.UseNumber()
-			if err := dec.Decode(&args); err != nil {
-				return errorResult(apierr.New(apierr.ValidationFailed, "the arguments must be a JSON object: %v", err)), nil
-			}
+		args, err := hostapi.ParseArgs(req.Params.Arguments)
+		if err != nil {
+			return errorResult(err), nil
 		}
 		if m.opts.Gate != nil {
 			release, ok := m.opts.Gate()
