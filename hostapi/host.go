@@ -3,7 +3,10 @@ package hostapi
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"path"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +62,7 @@ type Host struct {
 
 	closeMu sync.Mutex
 	closers []func() error
+	blanks  map[string]Blank
 }
 
 // NewHost opens the store in cfg.DataDir and returns a Host with an empty
@@ -178,4 +182,27 @@ func (h *Host) EffectiveLimits(l RunLimits) RunLimits {
 		ResultBytes: int(pick(int64(l.ResultBytes), int64(d.ResultBytes), int64(m.ResultBytes))),
 		MaxDepth:    int(pick(int64(l.MaxDepth), int64(d.MaxDepth), int64(m.MaxDepth))),
 	}
+}
+
+// Blank writes the empty document of a format (a workbook with one sheet,
+// a one-page PDF) for files.create of a name with that extension.
+type Blank func(w io.Writer) error
+
+// AddBlank registers how to make an empty file for names ending in ext
+// (".xlsx"); format packages call it when they register.
+func (h *Host) AddBlank(ext string, make Blank) {
+	h.closeMu.Lock()
+	defer h.closeMu.Unlock()
+	if h.blanks == nil {
+		h.blanks = map[string]Blank{}
+	}
+	h.blanks[strings.ToLower(ext)] = make
+}
+
+// BlankFor returns the maker of an empty file for name's extension, or nil
+// when an empty file of that type is just zero bytes (text).
+func (h *Host) BlankFor(name string) Blank {
+	h.closeMu.Lock()
+	defer h.closeMu.Unlock()
+	return h.blanks[strings.ToLower(path.Ext(name))]
 }

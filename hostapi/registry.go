@@ -9,6 +9,7 @@ package hostapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime/debug"
 	"sort"
@@ -286,7 +287,7 @@ func (r *Registry) CallTool(ctx context.Context, env *Env, name string, args map
 	if op := r.ByTool(name); op != nil {
 		res, err := r.Invoke(ctx, env, op, args)
 		if err != nil {
-			return nil, err
+			return nil, withExample(op, err)
 		}
 		if op.ToolResult != nil {
 			res = op.ToolResult(res)
@@ -348,6 +349,20 @@ func (r *Registry) Invoke(ctx context.Context, env *Env, op *Op, args map[string
 		ctx = store.WithActor(ctx, store.Actor{Session: env.Session, Record: env.Record})
 	}
 	return op.Handler(ctx, &Call{Env: env, Op: op, Args: Args(args)})
+}
+
+// withExample adds the op's first example call to a VALIDATION_FAILED
+// error from a meta-tool door, so that a model sees a call that works.
+func withExample(op *Op, err error) error {
+	e := apierr.Of(err)
+	if e.Code != apierr.ValidationFailed || len(op.Examples) == 0 {
+		return err
+	}
+	b, mErr := json.Marshal(op.Examples[0].Args)
+	if mErr != nil {
+		return err
+	}
+	return &apierr.Error{Code: e.Code, Message: e.Message + "; example: " + op.Tool + " " + string(b)}
 }
 
 // labelled prefixes a decoding error with the op's name, as validation
