@@ -86,6 +86,17 @@ func ops() []hostapi.Op {
 		Doc: "Read an image's header without decoding it: width, height, format (png, jpeg, webp, gif, tiff), channels, bit depth, " +
 			"whether it has alpha, and file size. Width and height are as displayed (EXIF rotation applied), the coordinates resize and crop use.",
 		Params: []hostapi.Param{ref}, Result: InfoResult{}, ReadOnly: true, Idempotent: true,
+		Examples: []hostapi.Example{{
+			Doc:   "Size and format of a photo",
+			Args:  map[string]any{"id": "photo.jpg"},
+			Want:  map[string]any{"width": 640, "height": 480, "format": "jpeg", "channels": 3, "bit_depth": 8, "has_alpha": false},
+			Files: []string{"photo.jpg"},
+		}, {
+			Doc:   "A PNG with transparency",
+			Args:  map[string]any{"id": "logo.png"},
+			Want:  map[string]any{"width": 200, "height": 100, "format": "png", "channels": 4, "has_alpha": true},
+			Files: []string{"logo.png"},
+		}},
 		Handler: info,
 	}, {
 		Name: "files.image.resize", Tool: "image_resize",
@@ -99,6 +110,17 @@ func ops() []hostapi.Op {
 				Doc: "How the image fits a width × height box: cover (default), contain, fill or inside."},
 		}, outputParams(true)),
 		Result: FileResult{}, Destructive: true,
+		Examples: []hostapi.Example{{
+			Doc:   "Scale a 640 × 480 photo to 320 px wide; the height follows and the new file gets a default name",
+			Args:  map[string]any{"id": "photo.jpg", "width": 320},
+			Want:  map[string]any{"name": "photo_320x240.jpg", "width": 320, "height": 240},
+			Files: []string{"photo.jpg"},
+		}, {
+			Doc:   "A 200 × 200 square thumbnail, cropped centred, written as WebP",
+			Args:  map[string]any{"id": "photo.jpg", "width": 200, "height": 200, "fit": "cover", "output": "thumbs/photo.webp", "overwrite": true},
+			Want:  map[string]any{"name": "thumbs/photo.webp", "width": 200, "height": 200},
+			Files: []string{"photo.jpg"},
+		}},
 		Handler: resize,
 	}, {
 		Name: "files.image.crop", Tool: "image_crop",
@@ -111,6 +133,12 @@ func ops() []hostapi.Op {
 			{Name: "height", Schema: hostapi.Integer(1), Required: true, Group: "region", Doc: "Height of the region in pixels."},
 		}, outputParams(true)),
 		Result: FileResult{}, Destructive: true,
+		Examples: []hostapi.Example{{
+			Doc:   "Cut a 200 × 150 region whose top-left corner is at (380, 40)",
+			Args:  map[string]any{"id": "photo.jpg", "left": 380, "top": 40, "width": 200, "height": 150},
+			Want:  map[string]any{"name": "photo_crop_380_40_200x150.jpg", "width": 200, "height": 150},
+			Files: []string{"photo.jpg"},
+		}},
 		Handler: crop,
 	}, {
 		Name: "files.image.convert", Tool: "image_convert",
@@ -122,6 +150,17 @@ func ops() []hostapi.Op {
 			outputParams(false)[0], outputParams(false)[1],
 		},
 		Result: FileResult{}, Destructive: true,
+		Examples: []hostapi.Example{{
+			Doc:   "Write a PNG logo as WebP (transparency kept)",
+			Args:  map[string]any{"id": "logo.png", "format": "webp", "quality": 90},
+			Want:  map[string]any{"name": "logo.webp", "width": 200, "height": 100},
+			Files: []string{"logo.png"},
+		}, {
+			Doc:   "A JPEG copy of a PNG under a chosen name (transparency becomes white)",
+			Args:  map[string]any{"id": "logo.png", "format": "jpeg", "output": "logo-flat.jpg"},
+			Want:  map[string]any{"name": "logo-flat.jpg", "width": 200, "height": 100},
+			Files: []string{"logo.png"},
+		}},
 		Handler: convert,
 	}, {
 		Name: "files.image.composite", Tool: "image_composite",
@@ -140,6 +179,12 @@ func ops() []hostapi.Op {
 					}}}},
 		}, outputParams(true)),
 		Result: FileResult{}, Destructive: true,
+		Examples: []hostapi.Example{{
+			Doc:   "Put a logo at 80% opacity in the top-left corner of a photo",
+			Args:  map[string]any{"id": "photo.jpg", "overlays": []any{map[string]any{"ref": "logo.png", "left": 20, "top": 20, "opacity": 0.8}}, "output": "photo_branded.jpg"},
+			Want:  map[string]any{"name": "photo_branded.jpg", "width": 640, "height": 480},
+			Files: []string{"photo.jpg", "logo.png"},
+		}},
 		Handler: composite,
 	}, {
 		Name: "files.image.toBase64", Tool: "image_to_base64",
@@ -152,6 +197,17 @@ func ops() []hostapi.Op {
 			{Name: "format", Schema: hostapi.Enum(formatPNG, formatJPEG, "jpg", formatWebP), Group: "options", Doc: "png, jpeg or webp."},
 		},
 		Result: Base64Result{}, ReadOnly: true, Idempotent: true,
+		Examples: []hostapi.Example{{
+			Doc:   "A 64 px wide PNG of a logo for a vision model (PNG because the logo has transparency)",
+			Args:  map[string]any{"id": "logo.png", "max_width": 64},
+			Want:  map[string]any{"mime_type": "image/png", "width": 64, "height": 32},
+			Files: []string{"logo.png"},
+		}, {
+			Doc:   "A photo as JPEG no larger than 320 × 320",
+			Args:  map[string]any{"id": "photo.jpg", "max_width": 320, "max_height": 320, "format": "jpeg"},
+			Want:  map[string]any{"mime_type": "image/jpeg", "width": 320, "height": 240},
+			Files: []string{"photo.jpg"},
+		}},
 		Handler: toBase64,
 	}}
 }

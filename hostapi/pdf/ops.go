@@ -21,6 +21,12 @@ func (a *area) ops() []hostapi.Op {
 			Params:   []hostapi.Param{ref},
 			Result:   InfoResult{},
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:   "Page count, page sizes in points (this A4 report: 595 × 842), title and author of a three-page report",
+				Args:  map[string]any{"id": "report.pdf"},
+				Want:  map[string]any{"pages": 3, "page_sizes": []any{map[string]any{"page": 1, "width": 595, "height": 842}}, "title": "Quarterly Report", "author": "Finance Team", "has_form": false, "encrypted": false},
+				Files: []string{"report.pdf"},
+			}},
 			Handler: a.info,
 		},
 		{
@@ -32,6 +38,17 @@ func (a *area) ops() []hostapi.Op {
 			},
 			Result:   ExtractTextResult{},
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:   "The text of page 2 only",
+				Args:  map[string]any{"id": "report.pdf", "pages": []any{2}},
+				Want:  map[string]any{"pages": []any{map[string]any{"page": 2, "text": "Regional results\nNorth: 1.9 million euros\nSouth: 2.3 million euros"}}, "total_pages": 3},
+				Files: []string{"report.pdf"},
+			}, {
+				Doc:   "Every page",
+				Args:  map[string]any{"id": "report.pdf"},
+				Want:  map[string]any{"pages": []any{map[string]any{"page": 1}, map[string]any{"page": 2}, map[string]any{"page": 3, "text": "Outlook\nWe expect steady growth in Q4."}}, "total_pages": 3},
+				Files: []string{"report.pdf"},
+			}},
 			Handler: a.extractText,
 		},
 		{
@@ -45,7 +62,18 @@ func (a *area) ops() []hostapi.Op {
 				{Name: "orientation", Schema: hostapi.Enum("portrait", "landscape"), Doc: "swap width and height to match; default: as the size says", Group: "options"},
 				{Name: "after", Schema: hostapi.Integer(0), Doc: "insert after this page number; 0 inserts before the first page; default: after the last page", Group: "options"},
 			},
-			Result:  PagesResult{},
+			Result: PagesResult{},
+			Examples: []hostapi.Example{{
+				Doc:   "Insert a landscape Letter page after page 1",
+				Args:  map[string]any{"id": "report.pdf", "size": "Letter", "orientation": "landscape", "after": 1},
+				Want:  map[string]any{"pages": 4},
+				Files: []string{"report.pdf"},
+			}, {
+				Doc:   "Append a page of the same size as the last one",
+				Args:  map[string]any{"id": "report.pdf"},
+				Want:  map[string]any{"pages": 4},
+				Files: []string{"report.pdf"},
+			}},
 			Handler: a.addPage,
 		},
 		{
@@ -54,7 +82,13 @@ func (a *area) ops() []hostapi.Op {
 			Params:      []hostapi.Param{ref, pageParam("1-based number of the page to remove")},
 			Result:      PagesResult{},
 			Destructive: true,
-			Handler:     a.deletePage,
+			Examples: []hostapi.Example{{
+				Doc:   "Remove the last page of a three-page report",
+				Args:  map[string]any{"id": "report.pdf", "page": 3},
+				Want:  map[string]any{"pages": 2},
+				Files: []string{"report.pdf"},
+			}},
+			Handler: a.deletePage,
 		},
 		{
 			Name: "files.pdf.addText", Tool: "pdf_add_text",
@@ -69,7 +103,13 @@ func (a *area) ops() []hostapi.Op {
 				{Name: "size", Schema: hostapi.Schema{"type": "number", "exclusiveMinimum": 0, "maximum": 1000}, Doc: "font size in points; default 12", Group: "style"},
 				{Name: "color", Schema: hostapi.Schema{"type": "string", "pattern": "^#([0-9a-fA-F]{6}|[0-9a-fA-F]{3})$"}, Doc: "text colour as \"#RRGGBB\"; default black", Group: "style"},
 			},
-			Result:  OKResult{},
+			Result: OKResult{},
+			Examples: []hostapi.Example{{
+				Doc:   "Stamp a red APPROVED in 24 pt near the top-right corner of page 1",
+				Args:  map[string]any{"id": "report.pdf", "page": 1, "text": "APPROVED", "x": 400, "y": 40, "font": "Helvetica-Bold", "size": 24, "color": "#c00000"},
+				Want:  map[string]any{"ok": true},
+				Files: []string{"report.pdf"},
+			}},
 			Handler: a.addText,
 		},
 		{
@@ -84,7 +124,13 @@ func (a *area) ops() []hostapi.Op {
 				{Name: "width", Schema: hostapi.Schema{"type": "number", "exclusiveMinimum": 0, "maximum": maxPageSide}, Doc: "width in points", Group: "size"},
 				{Name: "height", Schema: hostapi.Schema{"type": "number", "exclusiveMinimum": 0, "maximum": maxPageSide}, Doc: "height in points", Group: "size"},
 			},
-			Result:  OKResult{},
+			Result: OKResult{},
+			Examples: []hostapi.Example{{
+				Doc:   "Place a logo 120 points wide (height follows the aspect ratio) at the top-right of page 1",
+				Args:  map[string]any{"id": "report.pdf", "page": 1, "image_id": "logo.png", "x": 440, "y": 30, "width": 120},
+				Want:  map[string]any{"ok": true},
+				Files: []string{"report.pdf", "logo.png"},
+			}},
 			Handler: a.addImage,
 		},
 		{
@@ -94,6 +140,17 @@ func (a *area) ops() []hostapi.Op {
 			Params:   []hostapi.Param{ref},
 			Result:   FormFieldsResult{},
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:  "The fields of a registration form, with their current values and a dropdown's options",
+				Args: map[string]any{"id": "form.pdf"},
+				Want: map[string]any{"fields": []any{
+					map[string]any{"name": "name", "type": "text", "value": ""},
+					map[string]any{"name": "city", "type": "text", "value": "Paris"},
+					map[string]any{"name": "agree", "type": "checkbox", "value": false},
+					map[string]any{"name": "color", "type": "dropdown", "value": "red", "options": []any{"red", "green", "blue"}},
+				}},
+				Files: []string{"form.pdf"},
+			}},
 			Handler: a.getFormFields,
 		},
 		{
@@ -105,7 +162,13 @@ func (a *area) ops() []hostapi.Op {
 			},
 			Result:     FillFormResult{},
 			Idempotent: true,
-			Handler:    a.fillForm,
+			Examples: []hostapi.Example{{
+				Doc:   "Fill a text field, tick a checkbox and pick a dropdown option; an unknown name is reported, not an error",
+				Args:  map[string]any{"id": "form.pdf", "fields": map[string]any{"name": "Jane Doe", "agree": true, "color": "blue", "phone": "555-0100"}},
+				Want:  map[string]any{"filled": []any{"agree", "color", "name"}, "not_found": []any{"phone"}},
+				Files: []string{"form.pdf"},
+			}},
+			Handler: a.fillForm,
 		},
 		{
 			Name: "files.pdf.merge", Tool: "pdf_merge",
@@ -114,7 +177,13 @@ func (a *area) ops() []hostapi.Op {
 				{Name: "ids", Schema: hostapi.Schema{"type": "array", "items": hostapi.FileRef(), "minItems": 1, "maxItems": maxMergeInputs}, Doc: "PDF file ids or workspace paths, in output order", Required: true},
 				{Name: "output_name", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Doc: "name of the new file, e.g. \"reports/all.pdf\" (.pdf is added when missing)", Required: true},
 			},
-			Result:  FileResult{},
+			Result: FileResult{},
+			Examples: []hostapi.Example{{
+				Doc:   "Append the form after the report in a new file",
+				Args:  map[string]any{"ids": []any{"report.pdf", "form.pdf"}, "output_name": "packets/combined.pdf"},
+				Want:  map[string]any{"name": "packets/combined.pdf", "pages": 4},
+				Files: []string{"report.pdf", "form.pdf"},
+			}},
 			Handler: a.merge,
 		},
 		{
@@ -124,7 +193,13 @@ func (a *area) ops() []hostapi.Op {
 			Params: []hostapi.Param{ref,
 				{Name: "ranges", Schema: hostapi.Schema{"type": "array", "items": hostapi.Schema{"type": "string", "pattern": "^\\s*\\d*\\s*(-\\s*\\d*)?\\s*$", "minLength": 1}, "minItems": 1, "maxItems": 1000}, Doc: "page ranges such as [\"1-3\", \"4\", \"5-\"]", Required: true},
 			},
-			Result:  []FileResult(nil),
+			Result: []FileResult(nil),
+			Examples: []hostapi.Example{{
+				Doc:   "Page 1 into one file, pages 2 to the end into another",
+				Args:  map[string]any{"id": "report.pdf", "ranges": []any{"1", "2-"}},
+				Want:  []any{map[string]any{"name": "report_p1.pdf", "pages": 1}, map[string]any{"name": "report_p2-3.pdf", "pages": 2}},
+				Files: []string{"report.pdf"},
+			}},
 			Handler: a.splitPages,
 		},
 	}
