@@ -48,6 +48,7 @@ func Register(h *hostapi.Host) error {
 		fonts: newFontCache(),
 	}
 	h.OnClose(a.text.close)
+	h.AddBlank(".pdf", writeBlank)
 	h.Registry.Add(a.ops()...)
 	return nil
 }
