@@ -18,12 +18,15 @@ require (
 	github.com/saintfish/chardet v0.0.0-20230101081208-5e3ef4b5456d // charset detection of CSV files
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // validates every call against its op's JSON Schema
 	github.com/schollz/progressbar/v3 v3.19.1 // CLI progress bars
+	github.com/spf13/cobra v1.10.2 // CLI commands: per-command --help with examples, "did you mean" for commands, interspersed flags, shell completion (kubectl's and gh's library; kong would also do, cobra+pflag is the common idiom)
+	github.com/spf13/pflag v1.0.10 // GNU-style flags for cobra; the config package binds every setting to one
 	github.com/tetratelabs/wazero v1.12.0 // WebAssembly runtime (pdfium)
 	github.com/xuri/excelize/v2 v2.11.0 // xlsx read/write (v2.11.1 does not resolve here)
 	github.com/yuin/goldmark v1.8.7 // markdown parsing for conversion
 	golang.org/x/image v0.44.0 // TrueType subsetting for PDF text; independent WebP/TIFF readers in tests
 	golang.org/x/sync v0.24.0 // singleflight for shared caches
 	golang.org/x/term v0.46.0 // terminal detection for progress bars
+	go.yaml.in/yaml/v3 v3.0.5 // the metaclaw.yaml config file (the YAML project's maintained yaml.v3, with line numbers for errors)
 	golang.org/x/text v0.43.0 // charset transcoding (Windows-1252, UTF-16)
 )
 
@@ -44,6 +47,7 @@ require (
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/google/pprof v0.0.0-20260402051712-545e8a4df936 // indirect
 	github.com/hhrutter/tiff v1.0.6 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/jolestar/go-commons-pool/v2 v2.1.2 // indirect
 	github.com/klauspost/compress v1.18.3 // indirect
 	github.com/klauspost/cpuid/v2 v2.3.0 // indirect
@@ -59,7 +63,6 @@ require (
 	github.com/xuri/nfp v0.0.2-0.20250530014748-2ddeb826f9a9 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/exp v0.0.0-20260112195511-716be5621a96 // indirect
 	golang.org/x/mod v0.41.0 // indirect

@@ -26,7 +26,7 @@ func (g *globals) backend() (backend, error) {
 		}
 		return r, nil
 	}
-	h, err := g.openHost()
+	h, _, err := g.openHost()
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func (g *globals) backend() (backend, error) {
 // that an interrupted transfer or run stops cleanly (a partial download is
 // removed, the store is closed) instead of the process dying mid-write. A
 // backend that will not open is a coded error, printed as JSON with jsonOut.
-func (g *globals) withBackend(jsonOut bool, f func(ctx context.Context, b backend) int) int {
+func (g *globals) withBackend(jsonOut bool, f func(ctx context.Context, b backend) error) error {
 	b, err := g.backend()
 	if err != nil {
 		return fail(g, err, jsonOut)

@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/server/client"
@@ -42,120 +47,233 @@ type upload struct {
 	Size      int64 // exact body size
 }
 
-func cmdFiles(g *globals, args []string) int {
-	fs := newFlags("files", g)
-	name := fs.String("name", "", "upload: workspace path to store the file under (default: the file's base name)")
-	overwrite := fs.Bool("overwrite", false, "upload: replace an existing file of that name")
-	output := fs.String("o", "", "download: where to write (default: the file's base name; - for stdout)")
-	pattern := fs.String("pattern", "", "list: glob pattern, e.g. \"*.csv\"")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return usageError("files: %v", err)
+func newFilesCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "files",
+		Short: "manage workspace files: upload, download, list, info, delete, revert",
+		Long: `Manage the files of a workspace, locally on the data directory or with --server on a
+running server. Output is for people (tables, sentences) unless --json is given.`,
+		Example: `  metaclaw files upload sales.xlsx --name reports/sales.xlsx
+  metaclaw files list --pattern 'reports/*'
+  metaclaw files download reports/sales.xlsx -o local.xlsx`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				cmd.SetOut(stderr)
+				cmd.Usage()
+				return exitCode(2)
+			}
+			msg := fmt.Sprintf("files: unknown subcommand %q", args[0])
+			var names []string
+			for _, c := range cmd.Commands() {
+				names = append(names, c.Name())
+			}
+			if near := config.Nearest(args[0], names); near != "" {
+				msg += "; did you mean " + near + "?"
+			}
+			return usageError(cmd, "%s", msg)
+		},
 	}
-	if len(pos) == 0 {
-		return usageError("usage: metaclaw files upload PATH [--name N] | download REF [-o PATH] | list [--pattern P] | info REF | delete REF | revert REF")
-	}
-	sub, rest := pos[0], pos[1:]
-	need := map[string]int{"upload": 1, "download": 1, "list": 0, "info": 1, "delete": 1, "revert": 1}
-	n, ok := need[sub]
-	if !ok {
-		return usageError("files: unknown subcommand %q (upload, download, list, info, delete, revert)", sub)
-	}
-	if len(rest) != n {
-		return usageError("files %s takes %d argument(s)", sub, n)
-	}
-	return g.withBackend(g.json, func(ctx context.Context, b backend) int {
-		switch sub {
-		case "upload":
-			return filesUpload(ctx, g, b, rest[0], *name, *overwrite)
-		case "download":
-			return filesDownload(ctx, g, b, rest[0], *output)
-		case "list":
-			return filesList(ctx, g, b, *pattern)
-		case "info":
-			res, err := b.Info(ctx, rest[0])
-			if err != nil {
-				return fail(g, err, g.json)
-			}
-			printJSON(res)
-		case "delete":
-			if err := b.Delete(ctx, rest[0]); err != nil {
-				return fail(g, err, g.json)
-			}
-			if g.json {
-				printJSON(map[string]any{"deleted": true})
-			} else {
-				fmt.Fprintf(stdout, "deleted %s\n", rest[0])
-			}
-		case "revert":
-			res, err := b.Revert(ctx, rest[0])
-			if err != nil {
-				return fail(g, err, g.json)
-			}
-			if g.json {
-				printJSON(res)
-			} else {
-				fmt.Fprintf(stdout, "reverted %v (%s)\n", res["name"], human(size(res)))
-			}
-		}
-		return 0
-	})
+	config.Bind(cmd.PersistentFlags(), "files")
+	cmd.AddCommand(newFilesUploadCmd(g), newFilesDownloadCmd(g), newFilesListCmd(g),
+		newFilesInfoCmd(g), newFilesDeleteCmd(g), newFilesRevertCmd(g))
+	return cmd
 }
 
-func filesUpload(ctx context.Context, g *globals, b fileBackend, path, name string, overwrite bool) int {
+func newFilesUploadCmd(g *globals) *cobra.Command {
+	var name string
+	var overwrite bool
+	cmd := &cobra.Command{
+		Use:   "upload PATH",
+		Short: "upload a local file into the workspace",
+		Example: `  metaclaw files upload sales.xlsx
+  metaclaw files upload ./out/report.pdf --name reports/q3.pdf --overwrite`,
+		Args: positional(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return filesUpload(cmd, g, args[0], name, overwrite)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "workspace path to store the file under (default: the file's base name)")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace an existing file of that name")
+	return cmd
+}
+
+func newFilesDownloadCmd(g *globals) *cobra.Command {
+	var output string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "download REF",
+		Short: "download a workspace file (by name or id) to a local file or stdout",
+		Long: `Download a workspace file. The local file is the file's base name, or -o PATH (a
+directory: the base name inside it; -: stdout). An existing local file is kept unless
+--force is given; a download that breaks leaves no partial file behind.`,
+		Example: `  metaclaw files download reports/q3.pdf
+  metaclaw files download reports/q3.pdf -o /tmp/ --force
+  metaclaw files download notes.md -o - | less`,
+		Args: positional(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withBackend(g.json, func(ctx context.Context, b backend) error {
+				return filesDownload(ctx, g, b, args[0], output, force)
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "where to write: a path, a directory, or - for stdout (default: the file's base name)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing local file")
+	return cmd
+}
+
+func newFilesListCmd(g *globals) *cobra.Command {
+	var pattern string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "list workspace files",
+		Example: `  metaclaw files list
+  metaclaw files list --pattern '**/*.csv' --json`,
+		Args: positional(0, 0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withBackend(g.json, func(ctx context.Context, b backend) error {
+				return filesList(ctx, g, b, pattern)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&pattern, "pattern", "", "glob pattern, e.g. \"*.csv\" or \"reports/**\"")
+	return cmd
+}
+
+func newFilesInfoCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "info REF",
+		Short:   "print a file's metadata as JSON",
+		Example: `  metaclaw files info reports/q3.pdf`,
+		Args:    positional(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withBackend(g.json, func(ctx context.Context, b backend) error {
+				res, err := b.Info(ctx, args[0])
+				if err != nil {
+					return fail(g, err, g.json)
+				}
+				printJSON(res)
+				return nil
+			})
+		},
+	}
+}
+
+func newFilesDeleteCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "delete REF",
+		Short:   "delete a workspace file",
+		Example: `  metaclaw files delete old/draft.md`,
+		Args:    positional(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withBackend(g.json, func(ctx context.Context, b backend) error {
+				if err := b.Delete(ctx, args[0]); err != nil {
+					return fail(g, err, g.json)
+				}
+				if g.json {
+					printJSON(map[string]any{"deleted": true})
+				} else {
+					fmt.Fprintf(stdout, "deleted %s\n", args[0])
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func newFilesRevertCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "revert REF",
+		Short:   "restore a file's previous version (one-level undo)",
+		Example: `  metaclaw files revert sales.xlsx`,
+		Args:    positional(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withBackend(g.json, func(ctx context.Context, b backend) error {
+				res, err := b.Revert(ctx, args[0])
+				if err != nil {
+					return fail(g, err, g.json)
+				}
+				if g.json {
+					printJSON(res)
+				} else {
+					fmt.Fprintf(stdout, "reverted %v (%s)\n", res["name"], human(size(res)))
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func filesUpload(cmd *cobra.Command, g *globals, path, name string, overwrite bool) error {
 	fh, err := os.Open(path)
 	if err != nil {
-		return usageError("files upload: %v", err)
+		return usageError(cmd, "files upload: %v", err)
 	}
 	defer fh.Close()
 	st, err := fh.Stat()
 	if err != nil || st.IsDir() {
-		return usageError("files upload: %s is not a regular file", path)
+		return usageError(cmd, "files upload: %s is not a regular file", path)
 	}
 	if name == "" {
 		name = filepath.Base(path)
 	}
-	var body io.Reader = fh
-	bar := progress(st.Size(), "uploading "+name)
-	if bar != nil {
-		r := progressbar.NewReader(fh, bar)
-		body = &r
-	}
-	res, err := b.Upload(ctx, body, upload{Name: name, Filename: filepath.Base(path), Overwrite: overwrite, Size: st.Size()})
-	if bar != nil {
-		bar.Finish()
-		fmt.Fprintln(stderr)
-	}
-	if err != nil {
-		return fail(g, err, g.json)
-	}
-	if g.json {
-		printJSON(res)
-	} else {
-		fmt.Fprintf(stdout, "uploaded %v (%s, %v) id %v\n", res["name"], human(size(res)), res["mime_type"], res["id"])
-	}
-	return 0
+	return g.withBackend(g.json, func(ctx context.Context, b backend) error {
+		var body io.Reader = fh
+		bar := progress(st.Size(), "uploading "+name)
+		if bar != nil {
+			r := progressbar.NewReader(fh, bar)
+			body = &r
+		}
+		res, err := b.Upload(ctx, body, upload{Name: name, Filename: filepath.Base(path), Overwrite: overwrite, Size: st.Size()})
+		if bar != nil {
+			bar.Finish()
+			fmt.Fprintln(stderr)
+		}
+		if err != nil {
+			return fail(g, err, g.json)
+		}
+		if g.json {
+			printJSON(res)
+		} else {
+			fmt.Fprintf(stdout, "uploaded %v (%s, %v) id %v\n", res["name"], human(size(res)), res["mime_type"], res["id"])
+		}
+		return nil
+	})
 }
 
-// filesDownload writes the file to output (default: its base name; - for
-// stdout). The target is created only once the file is found, and removed
-// again if the copy breaks, so a failed download leaves nothing behind.
-func filesDownload(ctx context.Context, g *globals, b fileBackend, ref, output string) int {
-	var out *os.File
-	var bar *progressbar.ProgressBar
+// filesDownload writes the file to output (default: its base name; a
+// directory: the base name inside it; - for stdout). The body goes to a
+// temporary file beside the target, which takes the target's name only
+// once the copy is complete: a broken download leaves nothing behind, and
+// without force an existing file is never replaced, even one that appears
+// while the download runs.
+func filesDownload(ctx context.Context, g *globals, b fileBackend, ref, output string, force bool) error {
 	target := output
+	if target != "" && target != "-" {
+		if err := checkTarget(&target, "", force); err != nil {
+			return fail(g, err, g.json)
+		}
+	}
+	var tmp *os.File
+	var bar *progressbar.ProgressBar
 	res, err := b.Download(ctx, ref, func(name string, size int64) (io.Writer, error) {
 		if target == "-" {
 			return stdout, nil
 		}
-		if target == "" {
-			target = filepath.Base(name)
+		if err := checkTarget(&target, name, force); err != nil {
+			return nil, err
 		}
-		f, err := os.Create(target)
+		f, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".download-*")
 		if err != nil {
+			// The temporary name means nothing to the user: say what
+			// went wrong with the target.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
 			return nil, apierr.New(apierr.FileWriteFailed, "cannot write %s: %v", target, err)
 		}
-		out = f
+		tmp = f
 		if bar = progress(size, "downloading "+name); bar != nil {
 			return io.MultiWriter(f, bar), nil
 		}
@@ -165,13 +283,14 @@ func filesDownload(ctx context.Context, g *globals, b fileBackend, ref, output s
 		bar.Finish()
 		fmt.Fprintln(stderr)
 	}
-	if out != nil {
-		if cerr := out.Close(); err == nil && cerr != nil {
+	if tmp != nil {
+		if cerr := tmp.Close(); err == nil && cerr != nil {
 			err = apierr.New(apierr.FileWriteFailed, "cannot write %s: %v", target, cerr)
 		}
-		if err != nil {
-			os.Remove(target)
+		if err == nil {
+			err = commitDownload(tmp.Name(), target, force)
 		}
+		os.Remove(tmp.Name())
 	}
 	if err != nil {
 		return fail(g, err, g.json)
@@ -184,20 +303,75 @@ func filesDownload(ctx context.Context, g *globals, b fileBackend, ref, output s
 			fmt.Fprintf(stderr, "wrote %s (%s)\n", target, human(size(res)))
 		}
 	}
-	return 0
+	return nil
+}
+
+// checkTarget settles where a download goes: the file's base name when no
+// target was given, inside the target when it is a directory (name is ""
+// before the file is known), and refuses an existing file without force.
+func checkTarget(target *string, name string, force bool) error {
+	if *target == "" {
+		if name == "" {
+			return nil
+		}
+		*target = filepath.Base(name)
+	}
+	st, err := os.Stat(*target)
+	if err == nil && st.IsDir() {
+		if name == "" {
+			return nil // the name inside it is known once the file is found
+		}
+		*target = filepath.Join(*target, filepath.Base(name))
+		st, err = os.Stat(*target)
+	}
+	if err == nil {
+		if st.IsDir() {
+			return apierr.New(apierr.AlreadyExists, "%s is a directory; choose another path with -o", *target)
+		}
+		if !force {
+			return apierr.New(apierr.AlreadyExists, "%s already exists; pass --force to overwrite it, or -o PATH to write elsewhere", *target)
+		}
+	}
+	return nil
+}
+
+// commitDownload gives the complete temporary file the target's name.
+// Without force a hard link does it, which fails if the name was taken
+// meanwhile; filesystems without hard links fall back to a checked rename.
+func commitDownload(tmp, target string, force bool) error {
+	if force {
+		if err := os.Rename(tmp, target); err != nil {
+			return apierr.New(apierr.FileWriteFailed, "cannot write %s: %v", target, err)
+		}
+		return nil
+	}
+	err := os.Link(tmp, target)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return apierr.New(apierr.AlreadyExists, "%s already exists; pass --force to overwrite it, or -o PATH to write elsewhere", target)
+	}
+	if _, serr := os.Lstat(target); serr == nil {
+		return apierr.New(apierr.AlreadyExists, "%s already exists; pass --force to overwrite it, or -o PATH to write elsewhere", target)
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		return apierr.New(apierr.FileWriteFailed, "cannot write %s: %v", target, err)
+	}
+	return nil
 }
 
 // filesList prints the list as JSON or as a table. Both backends answer in
 // the server's JSON shape (snake_case keys, RFC 3339 times), which the
 // table reads.
-func filesList(ctx context.Context, g *globals, b fileBackend, pattern string) int {
+func filesList(ctx context.Context, g *globals, b fileBackend, pattern string) error {
 	res, err := b.List(ctx, pattern)
 	if err != nil {
 		return fail(g, err, g.json)
 	}
 	if g.json {
 		printJSON(res)
-		return 0
+		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSIZE\tTYPE\tMODIFIED\tID")
@@ -211,7 +385,7 @@ func filesList(ctx context.Context, g *globals, b fileBackend, pattern string) i
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f["name"], human(size(f)), f["mime_type"], mod, f["id"])
 	}
 	tw.Flush()
-	return 0
+	return nil
 }
 
 // size reads the "size" of a backend's answer: an int64 from the store, a

@@ -1,47 +1,57 @@
 package main
 
 import (
-	"context"
 	"fmt"
+
+	"github.com/spf13/cobra"
 )
 
-func cmdFsck(g *globals, args []string) int {
-	fs := newFlags("fsck", g)
-	repair := fs.Bool("repair", false, "fix what can be fixed")
-	if _, err := parseFlags(fs, args); err != nil {
-		return usageError("fsck: %v", err)
-	}
-	h, err := g.openHost()
-	if err != nil {
-		return fail(g, err, g.json)
-	}
-	defer h.Close()
-	rep, err := h.Store.Fsck(context.Background(), *repair)
-	if err != nil {
-		return fail(g, err, g.json)
-	}
-	if g.json {
-		printJSON(rep)
-	} else {
-		fmt.Fprintf(stdout, "checked %d files, %d problems", rep.FilesChecked, len(rep.Problems))
-		if *repair {
-			fmt.Fprintf(stdout, ", %d repaired", len(rep.Problems)-rep.Unrepaired())
-		}
-		fmt.Fprintln(stdout)
-		for _, p := range rep.Problems {
-			state := ""
-			if p.Repaired {
-				state = " (repaired)"
+func newFsckCmd(g *globals) *cobra.Command {
+	var repair bool
+	cmd := &cobra.Command{
+		Use:   "fsck",
+		Short: "check (and repair) metadata against the file bodies on disk",
+		Long: `Check that every file's metadata agrees with its body on disk (size, sha256) and find
+orphaned bodies; --repair fixes what can be fixed. Exits 1 while problems remain.`,
+		Example: `  metaclaw fsck --data /srv/metaclaw
+  metaclaw fsck --repair --json`,
+		Args: positional(0, 0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, _, err := g.openHost()
+			if err != nil {
+				return fail(g, err, g.json)
 			}
-			where := p.Name
-			if where == "" {
-				where = p.Path
+			defer h.Close()
+			rep, err := h.Store.Fsck(cmd.Context(), repair)
+			if err != nil {
+				return fail(g, err, g.json)
 			}
-			fmt.Fprintf(stdout, "  %-14s %s: %s%s\n", p.Kind, where, p.Detail, state)
-		}
+			if g.json {
+				printJSON(rep)
+			} else {
+				fmt.Fprintf(stdout, "checked %d files, %d problems", rep.FilesChecked, len(rep.Problems))
+				if repair {
+					fmt.Fprintf(stdout, ", %d repaired", len(rep.Problems)-rep.Unrepaired())
+				}
+				fmt.Fprintln(stdout)
+				for _, p := range rep.Problems {
+					state := ""
+					if p.Repaired {
+						state = " (repaired)"
+					}
+					where := p.Name
+					if where == "" {
+						where = p.Path
+					}
+					fmt.Fprintf(stdout, "  %-14s %s: %s%s\n", p.Kind, where, p.Detail, state)
+				}
+			}
+			if rep.Unrepaired() > 0 {
+				return exitCode(1)
+			}
+			return nil
+		},
 	}
-	if rep.Unrepaired() > 0 {
-		return 1
-	}
-	return 0
+	cmd.Flags().BoolVar(&repair, "repair", false, "fix what can be fixed")
+	return cmd
 }

@@ -1,26 +1,42 @@
 // Command metaclaw is the CLI of the metaclaw host (SPEC 10): it runs
-// scripts and tools, manages workspace files and checks the store, working
-// on the data directory directly.
+// scripts and tools, manages workspace files, serves the HTTP API and MCP,
+// and checks the store. Local commands work on the data directory
+// directly; with --server they talk to a running `metaclaw serve`.
+//
+// The command tree is cobra's (help, suggestions, completion); settings
+// come from internal/config (flag > environment > file > default). A
+// command opens only what it uses: help, --version, config, types and
+// tools without a data directory never touch one.
 package main
 
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/host"
 	jsrt "github.com/metaclaw/metaclaw/runtime/js"
 )
 
-// globals are the flags every subcommand takes.
+// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// otherwise it comes from the module's build information.
+var version = ""
+
+// globals are what every command shares once its flags are parsed: the
+// effective configuration and the values read from it on every run.
 type globals struct {
+	cfg       *config.Config
 	data      string
 	workspace string
 	json      bool
@@ -32,126 +48,327 @@ type globals struct {
 	token  string
 }
 
-func (g *globals) register(fs *flag.FlagSet) {
-	g.registerLocal(fs)
-	fs.StringVar(&g.server, "server", os.Getenv("METACLAW_SERVER"), "work against the metaclaw server at this URL (env METACLAW_SERVER)")
-	fs.StringVar(&g.token, "token", os.Getenv("METACLAW_TOKEN"), "bearer token for --server (env METACLAW_TOKEN)")
-}
-
-// registerLocal registers the flags of commands that only work locally.
-func (g *globals) registerLocal(fs *flag.FlagSet) {
-	def := os.Getenv("METACLAW_DATA")
-	if def == "" {
-		def = "data"
-	}
-	fs.StringVar(&g.data, "data", def, "data directory (env METACLAW_DATA)")
-	fs.StringVar(&g.workspace, "workspace", "default", "workspace name")
-	fs.BoolVar(&g.json, "json", false, "machine-readable JSON output")
-	fs.StringVar(&g.session, "session", "cli", "session id recorded as provenance")
-}
-
-// openHost opens the data directory with every operation and the JS runner.
-func (g *globals) openHost() (*hostapi.Host, error) {
-	h, _, err := host.Open(hostapi.Config{DataDir: g.data, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		return nil, err
-	}
-	h.Runner = jsrt.New(h)
-	return h, nil
-}
-
-type command struct {
-	name, usage, summary string
-	run                  func(g *globals, args []string) int
-}
-
-var commands = []command{
-	{"run", "run SCRIPT.js [--input JSON] [--timeout 30s]", "run a script; prints the run result JSON (exit 1 if it failed)", cmdRun},
-	{"tool", "tool NAME [JSON]", "call a meta-tool with JSON arguments; prints its result JSON", cmdTool},
-	{"tools", "tools [--json]", "list the meta-tools (names, descriptions, schemas)", cmdTools},
-	{"files", "files upload|download|list|info|delete|revert …", "manage workspace files", cmdFiles},
-	{"serve", "serve [--addr 127.0.0.1:8080] [--token SECRET:WS]…", "run the HTTP server (API, live events, MCP, web page)", cmdServe},
-	{"mcp", "mcp", "serve the meta-tools over MCP on stdin/stdout", cmdMCP},
-	{"types", "types", "print the TypeScript declarations of the sandbox API", cmdTypes},
-	{"fsck", "fsck [--repair]", "check (and repair) metadata against the file bodies on disk", cmdFsck},
-}
-
 func main() { os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr)) }
 
 var stdout io.Writer = os.Stdout
 var stderr io.Writer = os.Stderr
 
+// exitCode ends a command with a status other than 0 (1: the operation
+// failed, 2: the command line was wrong), its message already printed.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// usageErr is a command-line mistake: printed with a pointer to --help,
+// exit status 2.
+type usageErr struct{ msg, cmd string }
+
+func (e *usageErr) Error() string { return e.msg }
+
+func usageError(cmd *cobra.Command, format string, args ...any) error {
+	return &usageErr{msg: fmt.Sprintf(format, args...), cmd: cmd.CommandPath()}
+}
+
 func realMain(args []string, out, errOut io.Writer) int {
 	stdout, stderr = out, errOut
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage()
-		if len(args) == 0 {
-			return 2
-		}
+	g := &globals{}
+	root := newRoot(g)
+	root.SetArgs(reorder(root, args))
+	root.SetOut(out)
+	root.SetErr(errOut)
+	err := root.Execute()
+	var code exitCode
+	var ue *usageErr
+	switch {
+	case err == nil:
 		return 0
-	}
-	// Global flags may stand before the command: find the command word.
-	i := 0
-	for i < len(args) && strings.HasPrefix(args[i], "-") {
-		if valueFlags[strings.TrimLeft(args[i], "-")] {
-			i++
-		}
-		i++
-	}
-	if i >= len(args) {
-		usage()
+	case errors.As(err, &code):
+		return int(code)
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "metaclaw: %s\nRun '%s --help' for usage.\n", ue.msg, ue.cmd)
 		return 2
 	}
-	rest := append(append([]string{}, args[:i]...), args[i+1:]...)
-	for _, c := range commands {
-		if c.name == args[i] {
-			return c.run(&globals{}, rest)
-		}
+	// Cobra's own errors: an unknown command (with its suggestions) or a
+	// wrong argument count.
+	fmt.Fprintf(stderr, "metaclaw: %s\n", strings.TrimSpace(err.Error()))
+	if strings.HasPrefix(err.Error(), "unknown command") {
+		fmt.Fprintln(stderr, "Run 'metaclaw --help' for the list of commands.")
 	}
-	fmt.Fprintf(stderr, "metaclaw: unknown command %q\n\n", args[i])
-	usage()
 	return 2
 }
 
-// valueFlags are the global flags that take a value (for finding the
-// command word behind them).
-var valueFlags = map[string]bool{"data": true, "workspace": true, "session": true, "server": true, "token": true}
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "metaclaw",
+		Short: "a host for agent-authored code",
+		Long: `metaclaw runs JavaScript written by LLM agents in a sandbox whose only way out is
+files.* and tools.*, and offers the same operations as meta-tools over HTTP, MCP and
+this CLI. Local commands work on the data directory; --server URL sends them to a
+running 'metaclaw serve'.
 
-func usage() {
-	fmt.Fprintln(stderr, "metaclaw — a host for agent-authored code\n\nUsage:")
-	for _, c := range commands {
-		fmt.Fprintf(stderr, "  metaclaw %-48s %s\n", c.usage, c.summary)
+Settings come from flags, METACLAW_* variables and a config file (--config FILE, or
+metaclaw.yaml in the data directory), in that order; 'metaclaw config' shows them.`,
+		Example: `  metaclaw files upload sales.xlsx
+  metaclaw tool spreadsheet_read_range '{"id":"sales.xlsx","sheet":1,"range":"A1:D5"}'
+  metaclaw run report.js --input '{"month":"2024-05"}'
+  metaclaw serve --addr 127.0.0.1:8080`,
+		Version:       buildVersion(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Settings are read once the flags are parsed, for every command
+		// except help and completion.
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return g.load(cmd)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(stderr)
+			cmd.Usage()
+			return exitCode(2)
+		},
 	}
-	fmt.Fprintln(stderr, "\nGlobal flags: --data DIR (env METACLAW_DATA, default ./data), --workspace NAME, --json, --session ID")
-	fmt.Fprintln(stderr, "Remote mode (files, run, tool, tools): --server URL --token TOKEN (env METACLAW_SERVER, METACLAW_TOKEN)")
+	root.SetVersionTemplate("metaclaw {{.Version}}\n")
+	pf := root.PersistentFlags()
+	config.BindGlobal(pf)
+	pf.BoolVar(&g.json, "json", false, "machine-readable JSON output")
+	pf.StringVar(&g.session, "session", "cli", "session id recorded as the provenance of changes")
+	root.SetFlagErrorFunc(flagError)
+	root.AddCommand(
+		newRunCmd(g), newToolCmd(g), newToolsCmd(g), newFilesCmd(g),
+		newServeCmd(g), newMCPCmd(g), newTypesCmd(g), newFsckCmd(g), newConfigCmd(g),
+	)
+	return root
 }
 
-// parseFlags parses fs from args allowing flags before and after the
-// positional arguments (`metaclaw run s.js --timeout 5s`).
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
+// load reads the configuration for cmd.
+func (g *globals) load(cmd *cobra.Command) error {
+	cfg, err := config.Load(config.Options{Flags: cmd.Flags()})
+	if err != nil {
+		return usageError(cmd, "%v", err)
+	}
+	g.cfg = cfg
+	g.data = cfg.String("data")
+	g.workspace = cfg.String("workspace")
+	g.server = cfg.String("server")
+	g.token = cfg.String("token")
+	return nil
+}
+
+// flagError explains a flag the command does not know, with the nearest
+// one it does.
+func flagError(cmd *cobra.Command, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "unknown flag: --"); ok {
+		var names []string
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden {
+				names = append(names, f.Name)
+			}
+		})
+		if near := config.Nearest(name, names); near != "" {
+			msg += "; did you mean --" + near + "?"
 		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
+	}
+	return usageError(cmd, "%s", msg)
+}
+
+// reorder moves flags that stand before a command word behind it, so that
+// `metaclaw --server URL tool NAME` parses like `metaclaw tool NAME
+// --server URL` (cobra only looks for subcommands among the root's own
+// flags). Arguments behind the command words stay where they are: flags
+// and positional arguments mix freely there.
+func reorder(root *cobra.Command, args []string) []string {
+	cmd := root
+	var path, flags []string
+	i := 0
+	for i < len(args) {
+		a := args[i]
+		if a == "--" {
+			break
 		}
-		if rest[0] == "--" {
-			return append(pos, rest[1:]...), nil
+		if strings.HasPrefix(a, "-") && a != "-" {
+			flags = append(flags, a)
+			i++
+			if !strings.Contains(a, "=") && takesValue(root, a) && i < len(args) {
+				flags = append(flags, args[i])
+				i++
+			}
+			continue
 		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+		var sub *cobra.Command
+		for _, c := range cmd.Commands() {
+			if c.Name() == a || c.HasAlias(a) {
+				sub = c
+			}
+		}
+		if sub == nil {
+			break
+		}
+		path = append(path, a)
+		cmd = sub
+		i++
+	}
+	out := append(path, flags...)
+	return append(out, args[i:]...)
+}
+
+// takesValue reports whether the flag arg (-o, --data) takes a value in
+// any command of the tree.
+func takesValue(root *cobra.Command, arg string) bool {
+	name := strings.TrimLeft(arg, "-")
+	short := !strings.HasPrefix(arg, "--")
+	found := false
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, fs := range []*pflag.FlagSet{c.LocalFlags(), c.PersistentFlags()} {
+			var f *pflag.Flag
+			if short {
+				f = fs.ShorthandLookup(name)
+			} else {
+				f = fs.Lookup(name)
+			}
+			if f != nil && f.NoOptDefVal == "" {
+				found = true
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	return found
+}
+
+// buildVersion says which build this is: the -X version, else the module
+// version and VCS revision recorded by the Go toolchain.
+func buildVersion() string {
+	v := version
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		if v == "" {
+			v = "dev"
+		}
+		return v
+	}
+	if v == "" {
+		v = info.Main.Version
+		if v == "" || v == "(devel)" {
+			v = "dev"
+		}
+	}
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		v += " (" + rev + modified + ")"
+	}
+	return v + " " + info.GoVersion
+}
+
+// hostConfig is the host-side part of the configuration.
+func (g *globals) hostConfig(log *slog.Logger) hostapi.Config {
+	c := g.cfg
+	limits := hostapi.RunLimits{
+		Timeout:     c.Duration("run_timeout"),
+		MemoryBytes: c.Int("run_memory"),
+		LogBytes:    int(c.Int("run_log_size")),
+		ResultBytes: int(c.Int("run_result_size")),
+		MaxDepth:    int(c.Int("run_max_depth")),
+	}
+	// A caller may raise the log and result caps up to the built-in maxima,
+	// or to the configured defaults when those are higher.
+	max := hostapi.DefaultMaxLimits()
+	max.Timeout = c.Duration("run_timeout_max")
+	max.MemoryBytes = c.Int("run_memory_max")
+	max.LogBytes = maxInt(max.LogBytes, limits.LogBytes)
+	max.ResultBytes = maxInt(max.ResultBytes, limits.ResultBytes)
+	max.MaxDepth = limits.MaxDepth
+	return hostapi.Config{
+		DataDir:               g.data,
+		MaxFileSize:           c.Int("max_file_size"),
+		MaxWorkspaceSize:      c.Int("max_workspace_size"),
+		AllowPrivateDownloads: c.Bool("allow_private_downloads"),
+		MaxImagePixels:        c.Int("max_image_pixels"),
+		Limits:                limits,
+		MaxLimits:             max,
+		Log:                   log,
 	}
 }
 
-// newFlags makes a flag set with the global flags registered.
-func newFlags(name string, g *globals) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	g.register(fs)
-	return fs
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// logger writes to stderr in the configured format. One-shot commands
+// (quiet: tool, run, files, mcp) write only warnings and worse unless
+// debug is asked for, so that their output stays the answer.
+func (g *globals) logger(quiet bool) *slog.Logger {
+	level := slog.LevelInfo
+	switch g.cfg.String("log_level") {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	if quiet && level == slog.LevelInfo {
+		level = slog.LevelWarn
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if g.cfg.String("log_format") == "json" {
+		return slog.New(slog.NewJSONHandler(stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(stderr, opts))
+}
+
+// openHost opens the data directory with every operation and the JS runner.
+func (g *globals) openHost() (*hostapi.Host, *host.Parts, error) {
+	h, parts, err := host.Open(g.hostConfig(g.logger(true)))
+	if err != nil {
+		return nil, nil, err
+	}
+	h.Runner = jsrt.New(h)
+	return h, parts, nil
+}
+
+// openRegistry opens a host for commands that only describe the
+// operations (types, tools): on the data directory when useData and one
+// exists (its saved tools are listed too), else on a throwaway directory,
+// so that asking what metaclaw can do never creates ./data.
+func (g *globals) openRegistry(useData bool) (h *hostapi.Host, cleanup func(), err error) {
+	if st, err := os.Stat(g.data); useData && err == nil && st.IsDir() {
+		h, _, err := g.openHost()
+		if err != nil {
+			return nil, nil, err
+		}
+		return h, func() { h.Close() }, nil
+	}
+	dir, err := os.MkdirTemp("", "metaclaw-registry-")
+	if err != nil {
+		return nil, nil, apierr.Wrap(apierr.Internal, err, "cannot make a temporary directory: %v", err)
+	}
+	cfg := g.hostConfig(g.logger(true))
+	cfg.DataDir = dir
+	h, _, err = host.Open(cfg)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return h, func() { h.Close(); os.RemoveAll(dir) }, nil
 }
 
 func printJSON(v any) {
@@ -162,22 +379,29 @@ func printJSON(v any) {
 }
 
 // fail prints a coded error: JSON on stdout with --json (or always for
-// commands whose output is JSON), a sentence on stderr otherwise.
-func fail(g *globals, err error, jsonOut bool) int {
+// commands whose output is JSON), a sentence on stderr otherwise, and
+// ends the command with status 1.
+func fail(g *globals, err error, jsonOut bool) error {
 	e := apierr.Of(err)
 	if jsonOut || g.json {
 		printJSON(map[string]any{"error": map[string]any{"code": e.Code, "message": e.Message}})
 	} else {
 		fmt.Fprintf(stderr, "metaclaw: %s: %s\n", e.Code, e.Message)
 	}
-	return 1
+	return exitCode(1)
 }
 
-func usageError(format string, args ...any) int {
-	fmt.Fprintf(stderr, "metaclaw: "+format+"\n", args...)
-	return 2
+// positional checks the number of positional arguments with a message
+// that shows the command's usage line.
+func positional(min, max int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < min || len(args) > max {
+			want := fmt.Sprintf("%d", min)
+			if max != min {
+				want = fmt.Sprintf("%d to %d", min, max)
+			}
+			return usageError(cmd, "%s takes %s argument(s), got %d; usage: %s", cmd.CommandPath(), want, len(args), cmd.UseLine())
+		}
+		return nil
+	}
 }
-
-func isFlagHelp(err error) bool { return errors.Is(err, flag.ErrHelp) }
-
-func joinLines(s []string) string { return strings.Join(s, "\n") }

@@ -3,43 +3,46 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/metaclaw/metaclaw/hostapi"
-	"github.com/metaclaw/metaclaw/hostapi/host"
-	jsrt "github.com/metaclaw/metaclaw/runtime/js"
+	"github.com/spf13/cobra"
+
+	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
 	"github.com/metaclaw/metaclaw/server/mcpserver"
 )
 
-// cmdMCP serves the workspace's meta-tools over MCP on stdin/stdout. Logs go
-// to stderr: stdout carries the protocol.
-func cmdMCP(g *globals, args []string) int {
-	fs := newFlags("mcp", g)
-	allowPrivate := fs.Bool("allow-private-downloads", false, "let files.download reach loopback and private addresses (local testing only)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return usageError("mcp: %v", err)
+// newMCPCmd serves the workspace's meta-tools over MCP on stdin/stdout.
+// Logs go to stderr: stdout carries the protocol.
+func newMCPCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "serve the meta-tools over MCP on stdin/stdout",
+		Long: `Serve the workspace's meta-tools (built-in and saved) over the Model Context Protocol on
+stdin and stdout, for MCP clients that start their servers as child processes.`,
+		Example: `  metaclaw mcp --data ~/metaclaw-data --workspace default
+  # in an MCP client's configuration:
+  #   {"command": "metaclaw", "args": ["mcp", "--data", "/srv/metaclaw"]}`,
+		Args: positional(0, 0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log := g.logger(true)
+			h, parts, err := g.openHost()
+			if err != nil {
+				return fail(g, err, false)
+			}
+			defer h.Close()
+			m := mcpserver.New(h, mcpserver.Options{Log: log, Version: buildVersion()})
+			parts.Tools.OnChange(m.ToolsChanged)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := m.RunStdio(ctx, g.workspace); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(stderr, "metaclaw mcp: %v\n", err)
+				return exitCode(1)
+			}
+			return nil
+		},
 	}
-	if len(pos) != 0 {
-		return usageError("usage: metaclaw mcp [--data DIR] [--workspace NAME]")
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, parts, err := host.Open(hostapi.Config{DataDir: g.data, AllowPrivateDownloads: *allowPrivate, Log: log})
-	if err != nil {
-		return fail(g, err, false)
-	}
-	defer h.Close()
-	h.Runner = jsrt.New(h)
-	m := mcpserver.New(h, mcpserver.Options{Log: log})
-	parts.Tools.OnChange(m.ToolsChanged)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := m.RunStdio(ctx, g.workspace); err != nil && ctx.Err() == nil {
-		fmt.Fprintf(stderr, "metaclaw mcp: %v\n", err)
-		return 1
-	}
-	return 0
+	config.Bind(cmd.Flags(), "mcp")
+	return cmd
 }

@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
 )
 
 // script is one run of a script file.
@@ -12,41 +16,50 @@ type script struct {
 	Name    string // the file name, shown in stack traces
 	Code    string
 	Input   json.RawMessage // valid JSON or empty
-	Timeout time.Duration
+	Timeout time.Duration   // 0: the host's default (run_timeout)
 }
 
-func cmdRun(g *globals, args []string) int {
-	fs := newFlags("run", g)
-	input := fs.String("input", "", "JSON input the script sees as `input`")
-	timeout := fs.Duration("timeout", 30*time.Second, "wall-clock limit")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return usageError("run: %v", err)
+func newRunCmd(g *globals) *cobra.Command {
+	var input string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "run SCRIPT.js",
+		Short: "run a script; prints the run result JSON (exit 1 if it failed)",
+		Long: `Run a JavaScript file in the sandbox. The script is the body of an async function:
+top-level await and return work; files.*, tools.*, input and session are its globals.
+The run result {ok, result, logs, error?, files, durationMs} is printed as JSON.`,
+		Example: `  metaclaw run report.js
+  metaclaw run report.js --input '{"month":"2024-05"}' --timeout 5s
+  metaclaw run report.js --server http://127.0.0.1:8080 --token $TOKEN`,
+		Args: positional(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			code, err := os.ReadFile(args[0])
+			if err != nil {
+				return usageError(cmd, "run: %v", err)
+			}
+			s := script{Name: args[0], Code: string(code), Timeout: timeout}
+			if input != "" {
+				var in any
+				if err := json.Unmarshal([]byte(input), &in); err != nil {
+					return usageError(cmd, "run: --input is not valid JSON: %v", err)
+				}
+				s.Input = json.RawMessage(input)
+			}
+			return g.withBackend(true, func(ctx context.Context, b backend) error {
+				res, ok, err := b.Run(ctx, s)
+				if err != nil {
+					return fail(g, err, true)
+				}
+				printJSON(res)
+				if !ok {
+					return exitCode(1)
+				}
+				return nil
+			})
+		},
 	}
-	if len(pos) != 1 {
-		return usageError("usage: metaclaw run SCRIPT.js [--input JSON] [--timeout 30s]")
-	}
-	code, err := os.ReadFile(pos[0])
-	if err != nil {
-		return usageError("run: %v", err)
-	}
-	s := script{Name: pos[0], Code: string(code), Timeout: *timeout}
-	if *input != "" {
-		var in any
-		if err := json.Unmarshal([]byte(*input), &in); err != nil {
-			return usageError("run: --input is not valid JSON: %v", err)
-		}
-		s.Input = json.RawMessage(*input)
-	}
-	return g.withBackend(true, func(ctx context.Context, b backend) int {
-		res, ok, err := b.Run(ctx, s)
-		if err != nil {
-			return fail(g, err, true)
-		}
-		printJSON(res)
-		if !ok {
-			return 1
-		}
-		return 0
-	})
+	cmd.Flags().StringVar(&input, "input", "", "`JSON` value the script reads as its input global")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "wall-clock limit of this run (default: run_timeout, 30s)")
+	config.Bind(cmd.Flags(), "run")
+	return cmd
 }

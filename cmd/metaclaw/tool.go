@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 
+	"github.com/spf13/cobra"
+
+	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
 	"github.com/metaclaw/metaclaw/hostapi"
 )
 
@@ -17,27 +20,35 @@ type toolBackend interface {
 	Tools(ctx context.Context) (res any, lines []toolLine, err error)
 }
 
-func cmdTool(g *globals, args []string) int {
-	fs := newFlags("tool", g)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return usageError("tool: %v", err)
+func newToolCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tool NAME [JSON]",
+		Short: "call a meta-tool with JSON arguments; prints its result JSON",
+		Long: `Call one meta-tool (see 'metaclaw tools') with its snake_case arguments as a JSON
+object. The result is printed as JSON; an error prints {"error":{"code","message"}}
+on stdout and exits 1.`,
+		Example: `  metaclaw tool file_list '{}'
+  metaclaw tool file_read_text '{"id":"notes.md","start_line":1,"end_line":20}'
+  metaclaw tool table_query '{"path":"sales.csv","query":"SELECT count(*) FROM data"}'`,
+		Args: positional(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var toolArgs map[string]any
+			if len(args) == 2 {
+				var err error
+				if toolArgs, err = hostapi.ParseArgs([]byte(args[1])); err != nil {
+					return fail(g, err, true)
+				}
+			}
+			return g.withBackend(true, func(ctx context.Context, b backend) error {
+				res, err := b.CallTool(ctx, args[0], toolArgs)
+				if err != nil {
+					return fail(g, err, true)
+				}
+				printJSON(res)
+				return nil
+			})
+		},
 	}
-	if len(pos) < 1 || len(pos) > 2 {
-		return usageError("usage: metaclaw tool NAME ['{\"arg\":…}']")
-	}
-	var toolArgs map[string]any
-	if len(pos) == 2 {
-		if toolArgs, err = hostapi.ParseArgs([]byte(pos[1])); err != nil {
-			return fail(g, err, true)
-		}
-	}
-	return g.withBackend(true, func(ctx context.Context, b backend) int {
-		res, err := b.CallTool(ctx, pos[0], toolArgs)
-		if err != nil {
-			return fail(g, err, true)
-		}
-		printJSON(res)
-		return 0
-	})
+	config.Bind(cmd.Flags(), "tool")
+	return cmd
 }
