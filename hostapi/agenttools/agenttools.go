@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dop251/goja/parser"
 
@@ -25,6 +26,15 @@ import (
 )
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_]{2,63}$`)
+
+// MaxToolBytes caps one saved tool: its code, input schema and description
+// together. A tool is a script, not a place for data; data belongs in
+// workspace files, which the quota counts and the text API pages through.
+const MaxToolBytes = 256 << 10
+
+// maxDescription caps a tool's description, which every tool list repeats
+// to the model.
+const maxDescription = 4096
 
 // Tool is a reusable tool.
 type Tool struct {
@@ -174,8 +184,15 @@ func (t *Tools) check(tool *Tool) error {
 	if strings.TrimSpace(tool.Description) == "" {
 		return apierr.New(apierr.ValidationFailed, "a tool needs a description that tells an LLM when to use it")
 	}
+	if n := utf8.RuneCountInString(tool.Description); n > maxDescription {
+		return apierr.New(apierr.ValidationFailed, "the description is %d characters; keep it under %d (it is shown in every tool list)", n, maxDescription)
+	}
 	if tool.InputSchema == nil {
 		tool.InputSchema = hostapi.Schema{"type": "object"}
+	}
+	if n := tool.size(); n > MaxToolBytes {
+		return apierr.New(apierr.TooLarge, "tool %q is %d bytes (code, input schema and description); the limit is %d KB: "+
+			"keep data in workspace files and read it from the code (files.readText, files.table.query)", tool.Name, n, MaxToolBytes>>10)
 	}
 	if typ, ok := tool.InputSchema["type"]; ok && typ != "object" {
 		return apierr.New(apierr.ValidationFailed, "inputSchema must describe an object (\"type\": \"object\"), got %v", typ)
@@ -187,6 +204,12 @@ func (t *Tools) check(tool *Tool) error {
 		return apierr.New(apierr.ValidationFailed, "the tool's code does not parse: %v", err)
 	}
 	return nil
+}
+
+// size is what the tool stores: its code, schema and description.
+func (tool *Tool) size() int {
+	b, _ := json.Marshal(tool.InputSchema)
+	return len(tool.Code) + len(b) + len(tool.Description)
 }
 
 func (t *Tools) get(ctx context.Context, ws, name string) (*Tool, error) {
@@ -276,6 +299,13 @@ func (t *Tools) run(ctx context.Context, env *hostapi.Env, tool *Tool, args map[
 	if err != nil {
 		return nil, apierr.New(apierr.ValidationFailed, "tool %q has an invalid input schema: %v", tool.Name, err)
 	}
+	// Arguments arrive canonical from every door; decoding them against the
+	// tool's own schema makes null mean absent for its optional arguments.
+	canon, err := hostapi.Canonical(args, tool.InputSchema)
+	if err != nil {
+		return nil, apierr.New(apierr.ValidationFailed, "arguments of %q: %s", tool.Name, apierr.Of(err).Message)
+	}
+	args, _ = canon.(map[string]any)
 	if args == nil {
 		args = map[string]any{}
 	}
