@@ -22,9 +22,15 @@ func bytesOps() []hostapi.Op {
 		Doc: "Read raw bytes of any file as base64 (at most 4 MB per call), for formats without a dedicated API. " +
 			"Reading at the end of the file returns an empty string.",
 		Params: []hostapi.Param{hostapi.Ref(""),
-			{Name: "offset", Schema: hostapi.Integer(0), Doc: "Byte offset to start at", Required: true},
+			{Name: "offset", Schema: lineSchema(0), Doc: "Byte offset to start at", Required: true},
 			{Name: "length", Schema: hostapi.Schema{"type": "integer", "minimum": 0, "maximum": maxReadBytes}, Doc: "Number of bytes (at most 4194304)", Required: true}},
 		Result: "", ReadOnly: true, Idempotent: true,
+		Examples: []hostapi.Example{{
+			Doc:   "Read the first 15 bytes of a file (\"# Meeting notes\")",
+			Args:  map[string]any{"id": "notes.md", "offset": 0, "length": 15},
+			Want:  "IyBNZWV0aW5nIG5vdGVz",
+			Files: []string{"notes.md"},
+		}},
 		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
 			off, _ := c.Args.Int("offset")
 			n, _ := c.Args.Int("length")
@@ -47,8 +53,14 @@ func bytesOps() []hostapi.Op {
 		Doc: "Overwrite bytes of a file at an offset with base64-decoded data (the file grows if the data runs past its end; " +
 			"the offset may be at most the file size).",
 		Params: []hostapi.Param{hostapi.Ref(""),
-			{Name: "offset", Schema: hostapi.Integer(0), Doc: "Byte offset to write at (at most the file size)", Required: true}, data},
+			{Name: "offset", Schema: lineSchema(0), Doc: "Byte offset to write at (at most the file size)", Required: true}, data},
 		Result: WriteResult{},
+		Examples: []hostapi.Example{{
+			Doc:   "Overwrite bytes 2-8 with \"MEETING\"",
+			Args:  map[string]any{"id": "notes.md", "offset": 2, "data": "TUVFVElORw=="},
+			Want:  map[string]any{"ok": true, "size": 76},
+			Files: []string{"notes.md"},
+		}},
 		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
 			b, err := decodeBase64(c.Args.String("data"))
 			if err != nil {
@@ -79,13 +91,19 @@ func bytesOps() []hostapi.Op {
 			if err != nil {
 				return nil, err
 			}
-			return WriteResult{true, f.Size}, nil
+			return WriteResult{OK: true, Size: f.Size}, nil
 		},
 	}, {
 		Name: "files.appendBytes", Tool: "file_append_bytes",
 		Doc:    "Append base64-decoded bytes to the end of a file.",
 		Params: []hostapi.Param{hostapi.Ref(""), data},
 		Result: WriteResult{},
+		Examples: []hostapi.Example{{
+			Doc:   "Append a line (\"- Lunch at noon\\n\") to a file",
+			Args:  map[string]any{"id": "notes.md", "data": "LSBMdW5jaCBhdCBub29uCg=="},
+			Want:  map[string]any{"ok": true, "size": 92},
+			Files: []string{"notes.md"},
+		}},
 		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
 			b, err := decodeBase64(c.Args.String("data"))
 			if err != nil {
@@ -106,7 +124,7 @@ func bytesOps() []hostapi.Op {
 			if err != nil {
 				return nil, err
 			}
-			return WriteResult{true, f.Size}, nil
+			return WriteResult{OK: true, Size: f.Size}, nil
 		},
 	}}
 }

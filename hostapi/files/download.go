@@ -18,7 +18,12 @@ func downloadOp(h *hostapi.Host) hostapi.Op {
 			{Name: "url", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Doc: "http or https URL", Required: true},
 			{Name: "filename", Schema: hostapi.String(), Doc: "Optional workspace path for the file; inferred from the URL if omitted"},
 		},
-		Result: Downloaded{},
+		Result: Downloaded{}, OpenWorld: true,
+		Examples: []hostapi.Example{{
+			Doc:  "Fetch a CSV from the web into the workspace under a chosen name",
+			Args: map[string]any{"url": "https://example.com/data/sales.csv", "filename": "in/sales.csv"},
+			Want: map[string]any{"name": "in/sales.csv"},
+		}},
 		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
 			maxFile, _ := c.Host.Store.Limits()
 			res, err := download.Fetch(ctx, c.Args.String("url"), download.Options{

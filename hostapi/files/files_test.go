@@ -166,8 +166,12 @@ func TestQuotaAndSizeThroughOperations(t *testing.T) {
 	f.expectCode(apierr.QuotaExceeded, "file_append_bytes", map[string]any{"id": "b.txt", "data": base64.StdEncoding.EncodeToString(make([]byte, 20))})
 	f.expectCode(apierr.TooLarge, "file_write_text", map[string]any{"id": "a.txt", "content": strings.Repeat("z", 101)})
 	f.expectCode(apierr.QuotaExceeded, "file_insert_lines", map[string]any{"id": "b.txt", "after_line": 0, "content": strings.Repeat("q", 30)})
-	// Rewrites within the quota work even when the workspace is nearly full.
-	f.mustTool("file_write_text", map[string]any{"id": "a.txt", "content": strings.Repeat("w", 100)})
+	// Rewrites work when the new body and the backup of the old one fit.
+	f.mustTool("file_delete", map[string]any{"id": "b.txt"})
+	f.mustTool("file_write_text", map[string]any{"id": "a.txt", "content": strings.Repeat("w", 40)})
+	if got := f.body("a.txt"); got != strings.Repeat("w", 40) {
+		t.Fatalf("rewrite: %q", got)
+	}
 }
 
 func TestTextOperations(t *testing.T) {

@@ -3,11 +3,14 @@ package files
 import (
 	"bytes"
 	"container/list"
+	"context"
+	"errors"
 	"io"
 	"os"
 	"sync"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/hostapi/textenc"
 )
 
 // checkpointEvery is how many lines lie between two remembered offsets. A
@@ -17,31 +20,125 @@ const checkpointEvery = 256
 
 var nl = []byte{'\n'}
 
-// lineIndex describes one body (identified by its sha256): where every
-// checkpointEvery-th line starts, how many lines it has and whether the
-// last line ends with a newline.
-type lineIndex struct {
-	size        int64
-	totalLines  int
-	checkpoints []int64 // checkpoints[k] = offset of line k*checkpointEvery+1
-	endsWithNL  bool
+// newline says how a line ends in a body's bytes. Every encoding the text
+// tier reads writes "\n" as the single byte 0x0A, except UTF-16, where it
+// is a two-byte code unit (0A 00 little-endian, 00 0A big-endian) that
+// starts at an even distance from the start of the text: a 0x0A byte
+// elsewhere is half of another character (U+0A0D, U+010A, …).
+type newline struct {
+	unit int // bytes per code unit: 1, or 2 for UTF-16
+	at   int // where 0x0A sits inside the unit: 0, or 1 for UTF-16BE
 }
 
-// buildLineIndex scans r once. Lines are separated by "\n"; a final "\n"
-// does not start another line ("a\nb\n" has 2 lines, "" has 0).
-func buildLineIndex(r io.Reader) (*lineIndex, error) {
-	idx := &lineIndex{checkpoints: []int64{0}}
+func newlineOf(enc textenc.Encoding) newline {
+	switch enc.Name {
+	case "utf-16le":
+		return newline{unit: 2, at: 0}
+	case "utf-16be":
+		return newline{unit: 2, at: 1}
+	}
+	return newline{unit: 1}
+}
+
+// next returns the offset just past the first newline in b at or after
+// pos, or -1. For UTF-16, b must start at a code-unit boundary; a trailing
+// odd byte is never part of a newline.
+func (n newline) next(b []byte, pos int) int {
+	if n.unit == 1 {
+		i := bytes.IndexByte(b[pos:], '\n')
+		if i < 0 {
+			return -1
+		}
+		return pos + i + 1
+	}
+	b = b[:len(b)&^1]
+	for pos < len(b) {
+		i := bytes.IndexByte(b[pos:], '\n')
+		if i < 0 {
+			return -1
+		}
+		p := pos + i
+		start := p - n.at
+		if start%2 == 0 && b[start+1-n.at] == 0 {
+			return start + 2
+		}
+		pos = p + 1
+	}
+	return -1
+}
+
+// lineIndex describes one body (identified by its sha256): its text
+// encoding, where every checkpointEvery-th line starts, how many lines it
+// has and whether the last line ends with a newline. Offsets are byte
+// offsets in the body; line 1 starts after a byte order mark.
+type lineIndex struct {
+	enc         textenc.Encoding
+	nl          newline
+	textStart   int64 // the length of the byte order mark
+	size        int64
+	totalLines  int
+	checkpoints []int64 // checkpoints[k] = offset of line k*every+1
+	every       int
+	endsWithNL  bool
+	// binary is set when the bytes are not text in any encoding (NUL
+	// bytes, control characters); the index then reads them as UTF-8.
+	binary bool
+}
+
+// buildLineIndex scans the body r (from its first byte) once, as text in
+// enc. Lines are separated by newlines; a final newline does not start
+// another line ("a\nb\n" has 2 lines, "" has 0).
+func buildLineIndex(r io.Reader, enc textenc.Encoding) (*lineIndex, error) {
+	return buildLineIndexEvery(r, enc, checkpointEvery)
+}
+
+func buildLineIndexEvery(r io.Reader, enc textenc.Encoding, every int) (*lineIndex, error) {
+	idx := &lineIndex{enc: enc, nl: newlineOf(enc), every: every}
+	bom := enc.BOMBytes()
+	if len(bom) > 0 {
+		head := make([]byte, len(bom))
+		n, err := io.ReadFull(r, head)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return nil, readFailed(err)
+		}
+		if !bytes.Equal(head[:n], bom) {
+			// Only a body that starts with the mark is read past it.
+			r = io.MultiReader(bytes.NewReader(head[:n]), r)
+		} else {
+			idx.textStart = int64(n)
+		}
+	}
+	idx.checkpoints = []int64{idx.textStart}
+	var err error
+	if idx.nl.unit == 1 {
+		err = idx.scanBytes(r)
+	} else {
+		err = idx.scanUnits(r)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// A checkpoint at the very end (after a final newline) starts no line.
+	if k := len(idx.checkpoints) - 1; k > 0 && idx.checkpoints[k] >= idx.size {
+		idx.checkpoints = idx.checkpoints[:k]
+	}
+	return idx, nil
+}
+
+// scanBytes indexes text whose newline is the byte 0x0A.
+func (idx *lineIndex) scanBytes(r io.Reader) error {
 	buf := make([]byte, 1<<20)
-	var off int64
+	off := idx.textStart
 	lines := 0 // newlines seen so far
 	var last byte
+	every := idx.every
 	for {
 		n, err := r.Read(buf)
 		chunk := buf[:n]
 		// Count newlines a block at a time (bytes.Count is vectorised) and
 		// only walk line by line inside the block holding a checkpoint.
 		for pos := 0; pos < len(chunk); {
-			need := checkpointEvery - lines%checkpointEvery
+			need := every - lines%every
 			end := min(pos+4096, len(chunk))
 			if c := bytes.Count(chunk[pos:end], nl); c < need {
 				lines += c
@@ -62,20 +159,55 @@ func buildLineIndex(r io.Reader) (*lineIndex, error) {
 			break
 		}
 		if err != nil {
-			return nil, apierr.Wrap(apierr.FileReadFailed, err, "reading the file failed: %v", err)
+			return readFailed(err)
 		}
 	}
 	idx.size = off
-	idx.endsWithNL = off > 0 && last == '\n'
+	idx.endsWithNL = off > idx.textStart && last == '\n'
 	idx.totalLines = lines
-	if off > 0 && last != '\n' {
+	if off > idx.textStart && last != '\n' {
 		idx.totalLines++
 	}
-	// A checkpoint at the very end (after a final newline) starts no line.
-	if k := len(idx.checkpoints) - 1; k > 0 && idx.checkpoints[k] >= off {
-		idx.checkpoints = idx.checkpoints[:k]
+	return nil
+}
+
+// scanUnits indexes UTF-16 text. Chunks are read whole (io.ReadFull) and
+// have an even length, so every chunk starts at a code-unit boundary.
+func (idx *lineIndex) scanUnits(r io.Reader) error {
+	buf := make([]byte, 1<<20)
+	off := idx.textStart
+	lines := 0
+	lastEnd := idx.textStart // where the text after the last newline starts
+	for {
+		n, err := io.ReadFull(r, buf)
+		chunk := buf[:n]
+		for pos := 0; ; {
+			next := idx.nl.next(chunk, pos)
+			if next < 0 {
+				break
+			}
+			lines++
+			lastEnd = off + int64(next)
+			if lines%idx.every == 0 {
+				idx.checkpoints = append(idx.checkpoints, lastEnd)
+			}
+			pos = next
+		}
+		off += int64(n)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return readFailed(err)
+		}
 	}
-	return idx, nil
+	idx.size = off
+	idx.endsWithNL = off > idx.textStart && lastEnd == off
+	idx.totalLines = lines
+	if lastEnd < off {
+		idx.totalLines++
+	}
+	return nil
 }
 
 // lineOffset returns the byte offset where line n (1-based) starts; line
@@ -84,36 +216,55 @@ func (idx *lineIndex) lineOffset(f io.ReaderAt, n int) (int64, error) {
 	if n > idx.totalLines {
 		return idx.size, nil
 	}
-	k := (n - 1) / checkpointEvery
+	k := (n - 1) / idx.every
 	off := idx.checkpoints[k]
-	skip := n - 1 - k*checkpointEvery
+	skip := n - 1 - k*idx.every
 	if skip == 0 {
 		return off, nil
 	}
+	// Reads start at line starts and have an even length, so UTF-16
+	// chunks stay aligned to code units.
 	buf := make([]byte, 64<<10)
 	for {
 		m, err := f.ReadAt(buf, off)
 		chunk := buf[:m]
 		pos := 0
 		for skip > 0 {
-			i := bytes.IndexByte(chunk[pos:], '\n')
-			if i < 0 {
+			next := idx.nl.next(chunk, pos)
+			if next < 0 {
 				break
 			}
-			pos += i + 1
+			pos = next
 			skip--
 		}
 		if skip == 0 {
 			return off + int64(pos), nil
 		}
-		off += int64(m)
 		if err == io.EOF || m == 0 {
 			return idx.size, nil
 		}
 		if err != nil {
-			return 0, apierr.Wrap(apierr.FileReadFailed, err, "reading the file failed: %v", err)
+			return 0, readFailed(err)
 		}
+		// Carry on from the last whole code unit read.
+		off += int64(m &^ (idx.nl.unit - 1))
 	}
+}
+
+// decode turns the bytes of whole lines into text.
+func (idx *lineIndex) decode(b []byte) (string, error) {
+	if idx.enc.IsUTF8() {
+		return toValidUTF8(b), nil
+	}
+	s, err := idx.enc.Decode(b)
+	if err != nil {
+		return "", apierr.Wrap(apierr.FileReadFailed, err, "decoding %s text failed: %v", idx.enc, err)
+	}
+	return s, nil
+}
+
+func readFailed(err error) error {
+	return apierr.Wrap(apierr.FileReadFailed, err, "reading the file failed: %v", err)
 }
 
 // indexCache keeps the line indexes of recently used bodies, keyed by
@@ -136,8 +287,9 @@ func newIndexCache(max int) *indexCache {
 	return &indexCache{max: max, entries: map[string]*list.Element{}, order: list.New(), building: map[string]*sync.Mutex{}}
 }
 
-// get returns the index of the body at path whose sha256 is sum.
-func (c *indexCache) get(sum, path string) (*lineIndex, error) {
+// get returns the index of the body at path whose sha256 is sum, detecting
+// its encoding and indexing its lines the first time.
+func (c *indexCache) get(ctx context.Context, sum, path string) (*lineIndex, error) {
 	c.mu.Lock()
 	if e, ok := c.entries[sum]; ok {
 		c.order.MoveToFront(e)
@@ -159,16 +311,40 @@ func (c *indexCache) get(sum, path string) (*lineIndex, error) {
 		return e.Value.(*cacheEntry).idx, nil
 	}
 	c.mu.Unlock()
+	idx, err := indexFile(ctx, path)
+	if err != nil {
+		c.mu.Lock()
+		delete(c.building, sum)
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.put(sum, idx)
+	return idx, nil
+}
+
+// indexFile detects the encoding of the body at path and indexes its lines.
+func indexFile(ctx context.Context, path string) (*lineIndex, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, apierr.Wrap(apierr.FileReadFailed, err, "cannot open the file: %v", err)
 	}
 	defer f.Close()
-	idx, err := buildLineIndex(f)
+	enc, err := textenc.Detect(ctx, f)
+	binary := errors.Is(err, textenc.ErrBinary)
+	switch {
+	case binary:
+		enc = textenc.UTF8
+	case err != nil:
+		return nil, apierr.From(err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, readFailed(err)
+	}
+	idx, err := buildLineIndex(f, enc)
 	if err != nil {
 		return nil, err
 	}
-	c.put(sum, idx)
+	idx.binary = binary
 	return idx, nil
 }
 
