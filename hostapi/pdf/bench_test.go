@@ -1,14 +1,16 @@
 package pdf
 
 import (
+	"context"
 	"fmt"
 	"testing"
+
+	"github.com/metaclaw/metaclaw/hostapi"
 )
 
 // Targets (issue 4): merge 50 two-page PDFs ≤ 200 ms; extractText of 20
-// pages ≤ 150 ms warm; fillForm of 3 fields ≤ 20 ms; first extractText
-// after a restart with a warm compilation cache ≤ 300 ms. Each iteration is
-// a whole meta-tool call: schema validation, store locks, reads and the
+// pages ≤ 150 ms warm; fillForm of 3 fields ≤ 20 ms. Each iteration is a
+// whole meta-tool call: schema validation, store locks, reads and the
 // atomic write included.
 
 func BenchmarkMerge50(b *testing.B) {
@@ -55,21 +57,50 @@ func BenchmarkFillForm3Fields(b *testing.B) {
 	}
 }
 
-func BenchmarkFirstExtractAfterRestart(b *testing.B) {
-	dir := b.TempDir()
+// BenchmarkFirstExtractNewDataDir (issue 14): a server starts on a new
+// data directory while the user's compilation cache is warm, warms the PDF
+// engine in the background as serve does, and the first request extracts
+// text at once. Timed: host open, registration, and the first extraction
+// (which waits for the engine's start). Target ≤ 500 ms.
+func BenchmarkFirstExtractNewDataDir(b *testing.B) {
 	data := textPDF(b, twentyPages()[:1])
-	func() { // warm the compilation cache once, as an earlier process would
-		e := newTestEnvAt(b, dir)
-		e.upload("a.pdf", data)
-		e.mustTool("pdf_extract_text", map[string]any{"id": "a.pdf"})
-		e.h.Close()
-	}()
+	warm := newTestEnv(b) // fills the user cache when it is cold
+	warm.upload("a.pdf", data)
+	warm.mustTool("pdf_extract_text", map[string]any{"id": "a.pdf"})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		e := newTestEnvAt(b, dir)
+		dir := b.TempDir()
+		seed := newTestEnvAt(b, dir) // the file exists before the server starts
+		seed.upload("a.pdf", data)
+		seed.h.Close()
 		b.StartTimer()
-		e.mustTool("pdf_extract_text", map[string]any{"id": "a.pdf"})
+		e := newTestEnvAt(b, dir)
+		go Warm(context.Background(), e.h)
+		r := e.mustTool("pdf_extract_text", map[string]any{"id": "a.pdf"})
+		b.StopTimer()
+		if len(r["pages"].([]any)) != 1 {
+			b.Fatal("no page")
+		}
+		e.h.Close()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkReadyColdCache (issue 14): a server starts on a machine whose
+// compilation cache is empty; Warm compiles pdfium. Timed: from host open
+// until the engine is ready. Target ≤ 15 s. (Each iteration compiles
+// pdfium once: ~10 s of one core.)
+func BenchmarkReadyColdCache(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		cache := b.TempDir()
+		dir := b.TempDir()
+		b.StartTimer()
+		e := newTestEnvOpts(b, hostapi.Config{DataDir: dir}, Options{CacheDir: cache})
+		if err := Warm(context.Background(), e.h); err != nil {
+			b.Fatal(err)
+		}
 		b.StopTimer()
 		e.h.Close()
 		b.StartTimer()

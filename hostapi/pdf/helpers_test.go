@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pdfcpu/pdfcpu/pkg/api"
@@ -37,20 +38,19 @@ func newTestEnv(t testing.TB) *testEnv {
 	return newTestEnvAt(t, t.TempDir())
 }
 
-// sharedWasmCache is one wazero compilation cache for the whole test
-// binary, so that only the first test pays for compiling pdfium.
-var sharedWasmCache string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "pdf-wazero-")
+// testCacheDir holds pdfium's compiled code for the tests: the user's
+// cache, as in production, so that only the first test run on a machine
+// compiles pdfium; a temporary directory when the user has no cache.
+var testCacheDir = sync.OnceValue(func() string {
+	if d := DefaultCacheDir(); d != "" {
+		return d
+	}
+	d, err := os.MkdirTemp("", "pdf-wazero-")
 	if err != nil {
 		panic(err)
 	}
-	sharedWasmCache = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+	return d
+})
 
 func newTestEnvAt(t testing.TB, dir string) *testEnv {
 	t.Helper()
@@ -60,16 +60,13 @@ func newTestEnvAt(t testing.TB, dir string) *testEnv {
 // newTestEnvWith is a test host built from cfg, which names its DataDir.
 func newTestEnvWith(t testing.TB, cfg hostapi.Config) *testEnv {
 	t.Helper()
-	dir := cfg.DataDir
-	if err := os.MkdirAll(filepath.Join(dir, "cache", "pdf"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Lstat(filepath.Join(dir, "cache", "pdf", "wazero")); os.IsNotExist(err) {
-		if err := os.Symlink(sharedWasmCache, filepath.Join(dir, "cache", "pdf", "wazero")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h := hosttest.New(t, cfg, Register)
+	return newTestEnvOpts(t, cfg, Options{CacheDir: testCacheDir()})
+}
+
+// newTestEnvOpts is a test host built from cfg with the PDF options o.
+func newTestEnvOpts(t testing.TB, cfg hostapi.Config, o Options) *testEnv {
+	t.Helper()
+	h := hosttest.New(t, cfg, RegisterWith(o))
 	return &testEnv{t: t, h: h, env: h.Env("default", "test-session"), ctx: context.Background()}
 }
 

@@ -35,22 +35,60 @@ type area struct {
 	fonts *fontCache
 }
 
+// Options configure the PDF operations of a host.
+type Options struct {
+	// CacheDir holds pdfium's compiled machine code, shared by every data
+	// directory and process that points at it. Empty: DefaultCacheDir(),
+	// and the data directory's cache when that has no usable directory.
+	CacheDir string
+}
+
 var disableConfigOnce sync.Once
 
-// Register adds the PDF operations to h's registry. Nothing heavy happens
-// here: the pdfium runtime starts on the first text extraction.
-func Register(h *hostapi.Host) error {
-	// pdfcpu would otherwise create ~/.config/pdfcpu and install fonts there
-	// on first use; everything it needs is passed explicitly instead.
-	disableConfigOnce.Do(api.DisableConfigDir)
-	a := &area{
-		text:  newTextEngine(filepath.Join(h.Store.CacheDir(), "pdf", "wazero")),
-		fonts: newFontCache(),
+// areas finds a host's PDF area for Warm.
+var areas sync.Map // *hostapi.Host → *area
+
+// Register adds the PDF operations to h with the default Options.
+func Register(h *hostapi.Host) error { return RegisterWith(Options{})(h) }
+
+// RegisterWith returns a Register that uses o. Nothing heavy happens when
+// it runs: pdfium starts on first use, or when Warm asks for it.
+func RegisterWith(o Options) func(h *hostapi.Host) error {
+	return func(h *hostapi.Host) error {
+		// pdfcpu would otherwise create ~/.config/pdfcpu and install fonts
+		// there on first use; everything it needs is passed explicitly.
+		disableConfigOnce.Do(api.DisableConfigDir)
+		dirs := []string{o.CacheDir}
+		if o.CacheDir == "" {
+			dirs = []string{DefaultCacheDir(), filepath.Join(h.Store.CacheDir(), "wazero")}
+		}
+		a := &area{
+			text:  newTextEngine(h.Log, dirs...),
+			fonts: newFontCache(),
+		}
+		areas.Store(h, a)
+		h.OnClose(func() error {
+			areas.Delete(h)
+			return a.text.close()
+		})
+		h.AddBlank(".pdf", writeBlank)
+		h.Registry.Add(a.ops()...)
+		return nil
 	}
-	h.OnClose(a.text.close)
-	h.AddBlank(".pdf", writeBlank)
-	h.Registry.Add(a.ops()...)
-	return nil
+}
+
+// Warm starts h's PDF engine and returns when it is ready to serve, or
+// when ctx ends. A server calls it in the background when it starts
+// (go pdf.Warm(ctx, h)), so that the first PDF request does not wait for
+// pdfium to load — or, on a machine whose cache is cold, to compile.
+// Requests that arrive earlier wait for the same start; none starts
+// another. Commands that never touch a PDF never pay for it.
+func Warm(ctx context.Context, h *hostapi.Host) error {
+	v, ok := areas.Load(h)
+	if !ok {
+		return apierr.New(apierr.Internal, "the PDF operations are not registered on this host")
+	}
+	return v.(*area).text.warm(ctx)
 }
 
 // pdfHeader reports whether b starts like a PDF. Readers accept the header

@@ -1,67 +1,160 @@
 package pdf
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 
 	"github.com/klippa-app/go-pdfium"
+	"github.com/klippa-app/go-pdfium/requests"
 	"github.com/klippa-app/go-pdfium/webassembly"
 	"github.com/tetratelabs/wazero"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
 
-// textEngine owns the pdfium WebAssembly runtime of one host. It starts on
-// first use: compiling pdfium.wasm takes seconds, so the compiled code is
-// cached on disk (wazero's compilation cache) and later processes start in
-// about a hundred milliseconds.
+// textEngine owns the pdfium WebAssembly runtime of one host: text
+// extraction, page rendering, and reading PDFs that pdfcpu rejects.
+//
+// Compiling pdfium.wasm (5 MB) to machine code takes 8–15 s on a small
+// machine, so the compiled code is cached on disk by wazero, keyed by the
+// module's content hash, the wazero version and the CPU's features, in a
+// directory shared by every data directory and process of the user
+// (DefaultCacheDir). With that cache warm, starting the engine takes
+// about 200 ms of CPU; with it cold, the first start compiles.
+//
+// The engine starts on first use, or earlier through Warm (the server
+// calls it when it starts). Starting runs in the background exactly once:
+// callers that need the engine meanwhile wait for that one start, as long
+// as their context allows, instead of each paying for a compile.
 type textEngine struct {
-	cacheDir string
+	cacheDirs []string // tried in order; the first usable one holds the cache
+	log       *slog.Logger
 
 	mu     sync.Mutex
-	pool   pdfium.Pool
-	cache  wazero.CompilationCache
+	boot   *engineBoot // the current or last start; nil before the first
 	closed bool
 }
 
-func newTextEngine(cacheDir string) *textEngine {
-	return &textEngine{cacheDir: cacheDir}
+// engineBoot is one attempt to start the engine. done is closed when it
+// ends; then pool is set, or err says why not.
+type engineBoot struct {
+	done  chan struct{}
+	pool  pdfium.Pool
+	cache wazero.CompilationCache
+	err   error
+}
+
+func newTextEngine(log *slog.Logger, cacheDirs ...string) *textEngine {
+	if log == nil {
+		log = slog.Default()
+	}
+	var dirs []string
+	for _, d := range cacheDirs {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return &textEngine{cacheDirs: dirs, log: log}
+}
+
+// DefaultCacheDir is where compiled WebAssembly is cached unless the host
+// is told otherwise: $METACLAW_CACHE_DIR/wazero when that is set, else
+// the user's cache directory ($XDG_CACHE_HOME or ~/.cache on Linux) under
+// metaclaw/wazero; "" when there is no such directory. The entries are
+// machine code keyed by content hash, so every data directory and every
+// metaclaw process of the user shares them.
+func DefaultCacheDir() string {
+	if d := os.Getenv("METACLAW_CACHE_DIR"); d != "" {
+		return filepath.Join(d, "wazero")
+	}
+	if d, err := os.UserCacheDir(); err == nil && d != "" {
+		return filepath.Join(d, "metaclaw", "wazero")
+	}
+	return ""
 }
 
 // wasmMemoryPages caps each pdfium instance's linear memory (64 KiB pages):
 // 1 GiB is ample for a 50 MB document and bounds what a hostile one costs.
 const wasmMemoryPages = 16384
 
-// instances is how many pdfium instances may extract at once.
+// instances is how many pdfium instances may work at once.
 func instances() int {
 	n := runtime.GOMAXPROCS(0)
 	return min(max(n, 2), 4)
 }
 
-func (e *textEngine) get() (pdfium.Pool, error) {
+// start begins starting the engine unless it is running or starting, and
+// returns the attempt to wait for. A failed attempt is retried by the next
+// caller.
+func (e *textEngine) start() *engineBoot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return nil, apierr.New(apierr.Busy, "the host is shutting down; retry on the restarted host")
+		b := &engineBoot{done: make(chan struct{}), err: errShutDown()}
+		close(b.done)
+		return b
 	}
-	if e.pool != nil {
-		return e.pool, nil
-	}
-	var cache wazero.CompilationCache
-	if err := os.MkdirAll(e.cacheDir, 0o755); err == nil {
-		cache, err = wazero.NewCompilationCacheWithDir(e.cacheDir)
-		if err != nil {
-			cache = nil
+	if b := e.boot; b != nil {
+		select {
+		case <-b.done:
+			if b.err == nil {
+				return b
+			}
+		default:
+			return b
 		}
 	}
-	if cache == nil {
-		// An unwritable cache directory costs start-up time, not correctness.
-		cache = wazero.NewCompilationCache()
+	b := &engineBoot{done: make(chan struct{})}
+	e.boot = b
+	go e.run(b)
+	return b
+}
+
+func errShutDown() error {
+	return apierr.New(apierr.Busy, "the host is shutting down; retry on the restarted host")
+}
+
+// run starts the engine for attempt b.
+func (e *textEngine) run(b *engineBoot) {
+	pool, cache, err := e.open()
+	if err == nil {
+		err = exercise(pool)
+		if err != nil {
+			pool.Close()
+			cache.Close(context.Background())
+			pool, cache = nil, nil
+		}
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	defer close(b.done)
+	if e.closed {
+		// The host closed while pdfium was compiling; nobody will close
+		// this pool but us.
+		if pool != nil {
+			pool.Close()
+			cache.Close(context.Background())
+		}
+		b.err = errShutDown()
+		return
+	}
+	if err != nil {
+		b.err = apierr.Wrap(apierr.Internal, err, "could not start the PDF engine (pdfium): %v", err)
+		return
+	}
+	b.pool, b.cache = pool, cache
+}
+
+// open compiles (or loads from the cache) pdfium and starts its pool.
+func (e *textEngine) open() (pdfium.Pool, wazero.CompilationCache, error) {
+	cache := e.compilationCache()
 	rc := wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).
 		WithCloseOnContextDone(true).
@@ -79,50 +172,110 @@ func (e *textEngine) get() (pdfium.Pool, error) {
 	})
 	if err != nil {
 		cache.Close(context.Background())
-		return nil, apierr.Wrap(apierr.Internal, err, "could not start the PDF text engine: %v", err)
+		return nil, nil, err
 	}
-	e.pool, e.cache = pool, cache
-	return pool, nil
+	return pool, cache, nil
+}
+
+// compilationCache opens the first usable cache directory. An unusable
+// one (read-only home, no home at all) costs start-up time, not
+// correctness: the last resort is a cache in memory.
+func (e *textEngine) compilationCache() wazero.CompilationCache {
+	for _, dir := range e.cacheDirs {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			e.log.Warn("pdf: cannot use the compilation cache directory", "dir", dir, "error", err)
+			continue
+		}
+		cache, err := wazero.NewCompilationCacheWithDir(dir)
+		if err != nil {
+			e.log.Warn("pdf: cannot use the compilation cache directory", "dir", dir, "error", err)
+			continue
+		}
+		return cache
+	}
+	e.log.Warn("pdf: no usable compilation cache directory; pdfium is compiled again by every process")
+	return wazero.NewCompilationCache()
+}
+
+// exercise runs one small document through a fresh instance, so that the
+// first real request finds pdfium's code paged in and its fonts loaded.
+func exercise(pool pdfium.Pool) error {
+	inst, err := pool.GetInstanceWithContext(context.Background())
+	if err != nil {
+		return err
+	}
+	defer inst.Close()
+	var blank bytes.Buffer
+	if err := writeBlank(&blank); err != nil {
+		return err
+	}
+	doc, err := openDocument(inst, "blank.pdf", blank.Bytes())
+	if err != nil {
+		return err
+	}
+	defer inst.FPDF_CloseDocument(&requests.FPDF_CloseDocument{Document: doc.Document})
+	_, err = pageText(inst, doc.Document, 0)
+	return err
+}
+
+// get returns the running pool, starting the engine or waiting for its
+// start as long as ctx allows.
+func (e *textEngine) get(ctx context.Context) (pdfium.Pool, error) {
+	b := e.start()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return nil, apierr.Wrap(apierr.Timeout, ctx.Err(),
+			"the PDF engine is still starting (pdfium is compiled once per machine and user, which takes a few seconds; later starts take well under a second); retry shortly or raise the time limit")
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	return b.pool, nil
+}
+
+// warm starts the engine and waits until it is ready or ctx ends.
+func (e *textEngine) warm(ctx context.Context) error {
+	_, err := e.get(ctx)
+	return err
 }
 
 func (e *textEngine) close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.closed = true
-	var errs []error
-	if e.pool != nil {
-		errs = append(errs, e.pool.Close())
-		e.pool = nil
+	b := e.boot
+	e.boot = nil
+	if b == nil || b.pool == nil {
+		// Never started, failed, or still starting: run closes what a
+		// start still in flight opens.
+		return nil
 	}
-	if e.cache != nil {
-		errs = append(errs, e.cache.Close(context.Background()))
-		e.cache = nil
-	}
-	return errors.Join(errs...)
+	return errors.Join(b.pool.Close(), b.cache.Close(context.Background()))
 }
 
 // withInstance runs fn on a pdfium instance. When ctx ends first the
 // instance is killed, which aborts the running WebAssembly call, and the
 // pool replaces it.
 func (e *textEngine) withInstance(ctx context.Context, name string, fn func(inst pdfium.Pdfium) error) (err error) {
-	pool, err := e.get()
+	pool, err := e.get(ctx)
 	if err != nil {
 		return err
 	}
 	inst, err := pool.GetInstanceWithContext(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return apierr.Wrap(apierr.Timeout, ctx.Err(), "no PDF text engine became free in time; retry, or raise the time limit")
+			return apierr.Wrap(apierr.Timeout, ctx.Err(), "no PDF engine instance became free in time; retry, or raise the time limit")
 		}
-		return apierr.Wrap(apierr.Internal, err, "could not get a PDF text engine: %v", err)
+		return apierr.Wrap(apierr.Internal, err, "could not get a PDF engine instance: %v", err)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = inst.Kill() })
 	defer func() {
 		if p := recover(); p != nil {
-			err = apierr.New(apierr.FileReadFailed, "%q could not be read: the text engine failed on it (%v); the file may be damaged", name, p)
+			err = apierr.New(apierr.FileReadFailed, "%q could not be read: the PDF engine failed on it (%v); the file may be damaged", name, p)
 		}
 		if err != nil && ctx.Err() != nil {
-			err = apierr.Wrap(apierr.Timeout, ctx.Err(), "extracting text from %q ran out of time; ask for fewer pages with {pages: [...]} or raise the time limit", name)
+			err = apierr.Wrap(apierr.Timeout, ctx.Err(), "reading %q ran out of time; ask for fewer pages or raise the time limit", name)
 		}
 		if !stop() {
 			return // killed at the deadline; the pool replaces it
@@ -139,5 +292,5 @@ func (e *textEngine) withInstance(ctx context.Context, name string, fn func(inst
 }
 
 func pdfiumOpenError(name string, err error) error {
-	return apierr.Wrap(apierr.FileReadFailed, err, "%q could not be opened for text extraction (%v); the file may be truncated or damaged", name, err)
+	return apierr.Wrap(apierr.FileReadFailed, err, "%q could not be opened by the PDF engine (%v); the file may be truncated or damaged", name, err)
 }
