@@ -72,3 +72,36 @@ func BenchmarkUpload50MB(b *testing.B) {
 	extra := int64(peak.Load()) - int64(base)
 	b.ReportMetric(float64(max(extra, 0))/(1<<20), "peak-extra-MB")
 }
+
+// BenchmarkViewByName is the store's share of a host call that names a file
+// (files.lineCount("notes.txt")): resolve the name, take the file's read
+// lock, hand the body's path to the operation. Issue 17 asks for one
+// metadata lookup on this path.
+func BenchmarkViewByName(b *testing.B) {
+	s := openTest(b, Config{})
+	w := s.Workspace("default")
+	for i := 0; i < 100; i++ {
+		create(b, w, "dir/f"+string(rune('a'+i%26))+string(rune('a'+i/26))+".txt", "hello\n")
+	}
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := w.View(ctx, "dir/fab.txt", func(f *File, path string) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkViewByID is the same host call given the file's id.
+func BenchmarkViewByID(b *testing.B) {
+	s := openTest(b, Config{})
+	w := s.Workspace("default")
+	f := create(b, w, "notes.txt", "hello\n")
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := w.View(ctx, f.ID, func(f *File, path string) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,17 +1,38 @@
 package store
 
-import "sync"
+import (
+	"context"
+	"os"
+	"sync"
 
-// lockTable hands out one reader/writer lock per file id, created on first use
-// and dropped when nobody holds or waits for it.
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
+)
+
+// Per-file coordination inside one process. Bodies are immutable (a write
+// makes a new body under a new name and points the row at it), so readers
+// and writers need not exclude each other:
+//
+//   - writers of one file take its writer slot, one at a time, so that a
+//     read-modify-write never loses an update;
+//   - readers pin the file while they use a body; a writer that replaces or
+//     deletes a body while it is pinned retires it instead of removing it,
+//     and the last reader to leave removes what was retired.
+//
+// So a reader never waits for a writer (a slow upload that overwrites a file
+// does not stall reads of it: they see the old body until the new one
+// commits), and a writer never waits for readers.
 type lockTable struct {
 	mu    sync.Mutex
 	locks map[string]*fileLock
 }
 
 type fileLock struct {
-	rw   sync.RWMutex
-	refs int
+	writer chan struct{} // holds a token while a writer owns the file
+	refs   int           // guarded by lockTable.mu: holders and waiters
+
+	mu      sync.Mutex
+	readers int
+	retired []string // bodies to remove when readers drops to 0
 }
 
 func (t *lockTable) acquire(id string) *fileLock {
@@ -22,7 +43,7 @@ func (t *lockTable) acquire(id string) *fileLock {
 	}
 	l := t.locks[id]
 	if l == nil {
-		l = &fileLock{}
+		l = &fileLock{writer: make(chan struct{}, 1)}
 		t.locks[id] = l
 	}
 	l.refs++
@@ -38,16 +59,95 @@ func (t *lockTable) release(id string, l *fileLock) {
 	}
 }
 
-// rlock takes the read lock of id and returns its release function.
-func (t *lockTable) rlock(id string) func() {
+// pin marks file id as being read and returns the function that ends the
+// read (removing bodies retired meanwhile).
+func (t *lockTable) pin(id string) func() {
 	l := t.acquire(id)
-	l.rw.RLock()
-	return func() { l.rw.RUnlock(); t.release(id, l) }
+	l.mu.Lock()
+	l.readers++
+	l.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.readers--
+			var gone []string
+			if l.readers == 0 {
+				gone, l.retired = l.retired, nil
+			}
+			l.mu.Unlock()
+			for _, p := range gone {
+				os.Remove(p)
+			}
+			t.release(id, l)
+		})
+	}
 }
 
-// wlock takes the write lock of id and returns its release function.
-func (t *lockTable) wlock(id string) func() {
+// lockWriter takes file id's writer slot, waiting at most as long as ctx
+// allows, and returns its release function.
+func (t *lockTable) lockWriter(ctx context.Context, id string) (func(), error) {
 	l := t.acquire(id)
-	l.rw.Lock()
-	return func() { l.rw.Unlock(); t.release(id, l) }
+	select {
+	case l.writer <- struct{}{}:
+	default:
+		select {
+		case l.writer <- struct{}{}:
+		case <-ctx.Done():
+			t.release(id, l)
+			return nil, apierr.Wrap(apierr.Of(ctx.Err()).Code, ctx.Err(),
+				"gave up waiting for another write to the same file to finish; try again")
+		}
+	}
+	return func() { <-l.writer; t.release(id, l) }, nil
+}
+
+// retire removes body path of file id now, or when the file's last reader
+// leaves. The caller holds the file's writer slot (so the entry exists).
+func (t *lockTable) retire(id, path string) {
+	t.mu.Lock()
+	l := t.locks[id]
+	t.mu.Unlock()
+	if l != nil {
+		l.mu.Lock()
+		if l.readers > 0 {
+			l.retired = append(l.retired, path)
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+	}
+	os.Remove(path)
+}
+
+// isRetired reports whether path waits for its readers to leave (fsck must
+// not count it as an orphan to delete under them).
+func (t *lockTable) isRetired(path string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range t.locks {
+		l.mu.Lock()
+		for _, p := range l.retired {
+			if p == path {
+				l.mu.Unlock()
+				return true
+			}
+		}
+		l.mu.Unlock()
+	}
+	return false
+}
+
+// drainRetired removes every retired body (at Close: no reads are left).
+func (t *lockTable) drainRetired() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range t.locks {
+		l.mu.Lock()
+		for _, p := range l.retired {
+			os.Remove(p)
+		}
+		l.retired = nil
+		l.mu.Unlock()
+	}
 }

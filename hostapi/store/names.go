@@ -8,27 +8,39 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
 
 // CleanName validates a user-given workspace path and returns its canonical
-// form ("reports/q3.xlsx"). A leading "/" is allowed and ignored. Names never
-// reach the filesystem (bodies use generated names), but they are still kept
-// tidy so that every door shows the same name for the same file.
+// form ("reports/q3.xlsx"). A leading "/" is allowed and ignored. Names are
+// normalised to Unicode NFC, so "café.txt" typed on macOS (NFD) and on Linux
+// (NFC) is one file. Names never reach the filesystem (bodies use generated
+// names), but they are still kept tidy so that every door shows the same name
+// for the same file, and characters that make a name display as something it
+// is not (bidirectional controls, zero-width characters) are refused.
 func CleanName(name string) (string, error) {
 	n := strings.TrimSpace(name)
 	n = strings.TrimLeft(n, "/")
 	if n == "" {
 		return "", apierr.New(apierr.ValidationFailed, "file name is empty; give a name such as \"reports/q3.xlsx\"")
 	}
-	if len(n) > 1024 {
-		return "", apierr.New(apierr.ValidationFailed, "file name is %d bytes long; the limit is 1024", len(n))
-	}
 	if !utf8.ValidString(n) {
 		return "", apierr.New(apierr.ValidationFailed, "file name %q is not valid UTF-8", name)
 	}
+	n = norm.NFC.String(n)
+	if len(n) > 1024 {
+		return "", apierr.New(apierr.ValidationFailed, "file name is %d bytes long; the limit is 1024", len(n))
+	}
+	pos := 0
 	for _, r := range n {
+		pos++
+		if what := deceptiveRune(r); what != "" {
+			return "", apierr.New(apierr.ValidationFailed,
+				"file name %q contains U+%04X (%s) at character %d; bidirectional-control and zero-width characters are not allowed in names because they make a name display as something else — remove it",
+				name, r, what, pos)
+		}
 		if unicode.IsControl(r) || r == '\\' {
 			return "", apierr.New(apierr.ValidationFailed, "file name %q contains a control character or backslash; use plain characters and \"/\" between folders", name)
 		}
@@ -44,6 +56,59 @@ func CleanName(name string) (string, error) {
 		}
 	}
 	return n, nil
+}
+
+// deceptiveRune names r when it is a bidirectional-control or zero-width
+// character (the "Trojan Source" set), "" otherwise.
+func deceptiveRune(r rune) string {
+	switch r {
+	case 0x061C:
+		return "ARABIC LETTER MARK"
+	case 0x200B:
+		return "ZERO WIDTH SPACE"
+	case 0x200C:
+		return "ZERO WIDTH NON-JOINER"
+	case 0x200D:
+		return "ZERO WIDTH JOINER"
+	case 0x200E:
+		return "LEFT-TO-RIGHT MARK"
+	case 0x200F:
+		return "RIGHT-TO-LEFT MARK"
+	case 0x202A:
+		return "LEFT-TO-RIGHT EMBEDDING"
+	case 0x202B:
+		return "RIGHT-TO-LEFT EMBEDDING"
+	case 0x202C:
+		return "POP DIRECTIONAL FORMATTING"
+	case 0x202D:
+		return "LEFT-TO-RIGHT OVERRIDE"
+	case 0x202E:
+		return "RIGHT-TO-LEFT OVERRIDE"
+	case 0x2060:
+		return "WORD JOINER"
+	case 0x2066:
+		return "LEFT-TO-RIGHT ISOLATE"
+	case 0x2067:
+		return "RIGHT-TO-LEFT ISOLATE"
+	case 0x2068:
+		return "FIRST STRONG ISOLATE"
+	case 0x2069:
+		return "POP DIRECTIONAL ISOLATE"
+	case 0xFEFF:
+		return "ZERO WIDTH NO-BREAK SPACE"
+	}
+	return ""
+}
+
+// lookupName is the form of a file reference that names are stored in: no
+// leading "/", NFC. It does not validate (a lookup of an invalid name simply
+// finds nothing).
+func lookupName(ref string) string {
+	n := strings.TrimLeft(ref, "/")
+	if !norm.NFC.IsNormalString(n) {
+		n = norm.NFC.String(n)
+	}
+	return n
 }
 
 // IsID reports whether ref has the shape of a file id (a UUID).
@@ -66,7 +131,7 @@ type Glob struct {
 
 // CompileGlob compiles pattern; an empty pattern matches everything.
 func CompileGlob(pattern string) (*Glob, error) {
-	p := strings.TrimLeft(strings.TrimSpace(pattern), "/")
+	p := lookupName(strings.TrimSpace(pattern))
 	if p == "" {
 		return &Glob{}, nil
 	}
@@ -118,7 +183,10 @@ func CompileGlob(pattern string) (*Glob, error) {
 				b.WriteString(",")
 			}
 		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
+			// Byte by byte: a multi-byte UTF-8 character is copied whole
+			// over its bytes (string(c) would re-encode each byte as a
+			// Latin-1 rune).
+			b.WriteString(regexp.QuoteMeta(p[i : i+1]))
 		}
 	}
 	if depth != 0 {

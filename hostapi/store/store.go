@@ -1,19 +1,27 @@
 // Package store keeps a workspace's files: metadata in SQLite (WAL), bodies on
-// local disk under generated names, atomic writes, quota, per-file locks,
-// one-level backups and change events (SPEC section 2).
+// local disk under generated names, atomic writes, quota, per-file
+// coordination, one-level backups and durable change events (SPEC section 2).
 //
 // Write protocol, chosen so that a crash at any moment leaves either the old or
-// the new body of every file and metadata that agrees with disk:
-//  1. stream the new body into files/.tmp/<random>, hashing and sniffing as it
-//     goes, fsync it;
-//  2. rename it to files/<generated name> (a name never used before);
-//  3. on the first modification, hard-link the old body to backups/<id>;
-//  4. one SQLite transaction points the row at the new body (and checks quota);
-//  5. remove the old body.
+// the new body of every file and metadata that agrees with disk, and so that
+// fsck can run beside writers without deleting anything committed:
+//  1. stream the new body into this process's own temp directory
+//     (files/.tmp/<pid>.<random>), hashing and sniffing as it goes, holding
+//     quota for it, and fsync it — no lock is held while bytes arrive;
+//  2. take the file's writer slot (other writers of the file wait; readers
+//     never do) and open one SQLite write transaction that checks quota,
+//     points the row at the new body (compare-and-swap on the old body's
+//     name) and appends the change event;
+//  3. still inside the transaction, hard-link the old body to backups/<id>
+//     on the first modification, rename the new body to files/<generated
+//     name> and fsync the directories; then commit;
+//  4. retire the old body: remove it once no reader of this process uses it.
 //
-// A crash before 4 leaves an unreferenced body (fsck removes it); a crash after
-// 4 leaves the old body unreferenced (fsck removes it). Metadata never points at
-// a partial body.
+// A body only appears in files/ while the transaction that references it
+// holds SQLite's write lock, so fsck, which re-checks every orphan candidate
+// inside a write transaction, can never mistake a body being committed for
+// an orphan. A crash leaves at most an unreferenced body and a dead process's
+// temp directory; both are removed at the next start-up.
 package store
 
 import (
@@ -24,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // SQLite driver (cgo), the embedded metadata store
@@ -35,13 +44,23 @@ import (
 type Config struct {
 	Dir              string // data directory; holds metaclaw.db, files/, cache/, backups/
 	MaxFileSize      int64  // bytes per file; default 50 MB
-	MaxWorkspaceSize int64  // bytes per workspace; default 1 GB
-	Bus              Bus    // event bus; default an in-process bus
+	MaxWorkspaceSize int64  // bytes per workspace (files, backups, saved tools, writes in flight); default 1 GB
+	// WorkspaceQuotas overrides MaxWorkspaceSize for the workspaces it names.
+	WorkspaceQuotas map[string]int64
+	// MaxToolSize is the most bytes (code + schema) one saved tool may
+	// take; default 256 KB. The saved-tools package enforces it and charges
+	// what it stores with Workspace.Charge.
+	MaxToolSize int64
+	// EventHistory is how many change events the event log keeps for
+	// resuming subscribers (across all workspaces); default 10,000.
+	EventHistory int
 }
 
 const (
 	DefaultMaxFileSize      = 50 << 20
 	DefaultMaxWorkspaceSize = 1 << 30
+	DefaultMaxToolSize      = 256 << 10
+	DefaultEventHistory     = 10_000
 )
 
 // Store is the file store shared by every workspace of one data directory.
@@ -49,23 +68,40 @@ type Store struct {
 	cfg      Config
 	db       *sql.DB
 	filesDir string
-	tmpDir   string
+	tmpRoot  string
+	tmp      *procTempDir
 	backDir  string
 	cacheDir string
-	bus      Bus
+	events   *eventLog
 	locks    lockTable
+	stmts    lookupStmts
 	// writeMu serialises metadata transactions of this process so that they
 	// do not spin on SQLite's busy handler; other processes still rely on it.
 	writeMu sync.Mutex
+	// commits counts committed metadata changes of this process. A lookup by
+	// name reads it before and after pinning the file it found: unchanged,
+	// the row it read is still current and needs no second lookup.
+	commits atomic.Uint64
 
 	quotaMu sync.Mutex
 	// reserved bytes per workspace for writes in flight in this process.
 	reserved map[string]int64
 	// used is the committed size per workspace as last seen.
 	used map[string]int64
+
+	// Writes in flight, so that Close can stop them and wait for them to
+	// clean up after themselves.
+	flightMu sync.Mutex
+	closing  bool
+	flight   sync.WaitGroup
+	stop     context.Context // done when Close starts
+	stopNow  context.CancelFunc
+	closed   sync.Once
 }
 
-// Open opens (creating if needed) the store in cfg.Dir.
+// Open opens (creating if needed) the store in cfg.Dir. Temp files of
+// processes that are gone, and the bodies their crash left unreferenced, are
+// removed on the way; other live processes' writes are left alone.
 func Open(cfg Config) (*Store, error) {
 	if cfg.Dir == "" {
 		cfg.Dir = "data"
@@ -76,22 +112,26 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.MaxWorkspaceSize <= 0 {
 		cfg.MaxWorkspaceSize = DefaultMaxWorkspaceSize
 	}
+	if cfg.MaxToolSize <= 0 {
+		cfg.MaxToolSize = DefaultMaxToolSize
+	}
+	if cfg.EventHistory <= 0 {
+		cfg.EventHistory = DefaultEventHistory
+	}
 	s := &Store{
 		cfg:      cfg,
 		filesDir: filepath.Join(cfg.Dir, "files"),
-		tmpDir:   filepath.Join(cfg.Dir, "files", ".tmp"),
+		tmpRoot:  filepath.Join(cfg.Dir, "files", ".tmp"),
 		backDir:  filepath.Join(cfg.Dir, "backups"),
 		cacheDir: filepath.Join(cfg.Dir, "cache"),
-		bus:      cfg.Bus,
 		reserved: map[string]int64{},
 		used:     map[string]int64{},
 	}
-	if s.bus == nil {
-		s.bus = NewMemoryBus(1024)
-	}
-	for _, d := range []string{cfg.Dir, s.filesDir, s.tmpDir, s.backDir, s.cacheDir} {
+	s.stop, s.stopNow = context.WithCancel(context.Background())
+	for _, d := range []string{cfg.Dir, s.filesDir, s.tmpRoot, s.backDir, s.cacheDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
-			return nil, fmt.Errorf("create %s: %w", d, err)
+			rel, _ := filepath.Rel(cfg.Dir, d)
+			return nil, fmt.Errorf("create the data directory's %q folder: %s: %w", rel, ioReason(err), err)
 		}
 	}
 	dsn := "file:" + filepath.Join(cfg.Dir, "metaclaw.db") +
@@ -100,50 +140,111 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open metadata: %w", err)
 	}
-	if _, err := db.Exec(schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("create schema: %w", err)
-	}
 	s.db = db
+	if err := s.migrate(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prepare the metadata database: %w", err)
+	}
+	if err := s.stmts.prepare(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prepare metadata lookups: %w", err)
+	}
+	s.tmp, err = newProcTempDir(s.tmpRoot)
+	if err != nil {
+		s.stmts.close()
+		db.Close()
+		return nil, fmt.Errorf("create a temp directory: %s: %w", ioReason(err), err)
+	}
+	s.events = newEventLog(s)
+	s.cleanLeftovers()
 	return s, nil
 }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS agent_files (
-	_id               TEXT PRIMARY KEY,
-	workspace         TEXT NOT NULL,
-	name              TEXT NOT NULL,
-	mime_type         TEXT NOT NULL,
-	size              INTEGER NOT NULL,
-	disk_path         TEXT NOT NULL,
-	source            TEXT NOT NULL CHECK (source IN ('upload','created','derived')),
-	source_session_id TEXT NOT NULL DEFAULT '',
-	created_on        TEXT NOT NULL,
-	modified_on       TEXT NOT NULL,
-	sha256            TEXT NOT NULL,
-	has_backup        INTEGER NOT NULL DEFAULT 0,
-	UNIQUE (workspace, name)
-);
-CREATE INDEX IF NOT EXISTS agent_files_workspace ON agent_files (workspace);
-`
+// cleanLeftovers removes what processes that are gone left behind: their
+// temp directories and, when there was one (a crash), unreferenced bodies
+// and backups.
+func (s *Store) cleanLeftovers() {
+	dead, unlock := deadTempEntries(s.tmpRoot, s.tmp.path)
+	crashed := false
+	for _, p := range dead {
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			crashed = true
+		}
+		os.RemoveAll(p)
+	}
+	for _, u := range unlock {
+		u()
+	}
+	if crashed {
+		s.sweepOrphans(context.Background(), &FsckReport{}, true)
+	}
+}
 
-// Close closes the metadata database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close stops writes in flight (they clean up after themselves), removes this
+// process's temp directory and closes the metadata database.
+func (s *Store) Close() error {
+	var err error
+	s.closed.Do(func() {
+		s.flightMu.Lock()
+		s.closing = true
+		s.flightMu.Unlock()
+		s.stopNow()
+		done := make(chan struct{})
+		go func() { s.flight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			// A writer stuck in its source's Read: its temp file goes with
+			// the directory below, and its commit will fail cleanly.
+		}
+		s.events.close()
+		s.locks.drainRetired()
+		s.tmp.close()
+		s.stmts.close()
+		err = s.db.Close()
+	})
+	return err
+}
+
+// beginWrite registers a write in flight; it fails once Close has started.
+func (s *Store) beginWrite() (done func(), err error) {
+	s.flightMu.Lock()
+	defer s.flightMu.Unlock()
+	if s.closing {
+		return nil, apierr.New(apierr.FileWriteFailed, "the host is shutting down; the write was not started")
+	}
+	s.flight.Add(1)
+	var once sync.Once
+	return func() { once.Do(s.flight.Done) }, nil
+}
 
 // DB exposes the metadata database to sibling packages that keep their own
 // tables in it (saved agent tools).
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Bus is the event bus changes are published on.
-func (s *Store) Bus() Bus { return s.bus }
+// Bus is where the workspaces' change events can be followed (including
+// changes made by other processes on the same data directory).
+func (s *Store) Bus() Bus { return s.events }
 
 // CacheDir is the directory for derived caches (DuckDB databases, compiled wasm).
 func (s *Store) CacheDir() string { return s.cacheDir }
 
-// Limits reports the configured per-file and per-workspace byte limits.
+// Limits reports the configured per-file and default per-workspace byte
+// limits (see WorkspaceLimit for a workspace's own).
 func (s *Store) Limits() (maxFile, maxWorkspace int64) {
 	return s.cfg.MaxFileSize, s.cfg.MaxWorkspaceSize
 }
+
+// WorkspaceLimit is the quota of workspace ws.
+func (s *Store) WorkspaceLimit(ws string) int64 {
+	if q, ok := s.cfg.WorkspaceQuotas[ws]; ok && q > 0 {
+		return q
+	}
+	return s.cfg.MaxWorkspaceSize
+}
+
+// MaxToolSize is the most bytes one saved tool (code + schema) may take.
+func (s *Store) MaxToolSize() int64 { return s.cfg.MaxToolSize }
 
 // Workspace returns a handle on one workspace. It is cheap; no I/O happens.
 func (s *Store) Workspace(name string) *Workspace {
@@ -179,6 +280,12 @@ type File struct {
 	ModifiedOn      time.Time `json:"modifiedOn"`
 	SHA256          string    `json:"sha256"`
 	HasBackup       bool      `json:"hasBackup"`
+
+	// The backup kept by the first modification (when HasBackup): its
+	// size counts toward the quota, and Revert restores it as it was.
+	backupSize int64
+	backupSHA  string
+	backupMIME string
 }
 
 // Sources of a file (SPEC 2).
@@ -197,7 +304,7 @@ func parseTime(s string) time.Time {
 	return t
 }
 
-const fileColumns = `_id, workspace, name, mime_type, size, disk_path, source, source_session_id, created_on, modified_on, sha256, has_backup`
+const fileColumns = `_id, workspace, name, mime_type, size, disk_path, source, source_session_id, created_on, modified_on, sha256, has_backup, backup_size, backup_sha256, backup_mime_type`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -205,7 +312,7 @@ func scanFile(r rowScanner) (*File, error) {
 	var f File
 	var created, modified string
 	if err := r.Scan(&f.ID, &f.Workspace, &f.Name, &f.MimeType, &f.Size, &f.DiskPath, &f.Source,
-		&f.SourceSessionID, &created, &modified, &f.SHA256, &f.HasBackup); err != nil {
+		&f.SourceSessionID, &created, &modified, &f.SHA256, &f.HasBackup, &f.backupSize, &f.backupSHA, &f.backupMIME); err != nil {
 		return nil, err
 	}
 	f.CreatedOn, f.ModifiedOn = parseTime(created), parseTime(modified)
@@ -221,8 +328,23 @@ func (w *Workspace) BodyPath(f *File) string { return w.s.bodyPath(f) }
 
 func (s *Store) backupPath(id string) string { return filepath.Join(s.backDir, id) }
 
+// txn is one write transaction of this process. Statements run first;
+// filesystem steps that must happen under SQLite's write lock (placing a
+// body, keeping a backup) register how to undo them, in case the commit does
+// not happen. after runs once the commit is durable, still in commit order.
+type txn struct {
+	*sql.Tx
+	s      *Store
+	events []Event
+	undo   []func()
+	after  []func()
+}
+
+func (t *txn) onUndo(fn func())  { t.undo = append(t.undo, fn) }
+func (t *txn) onAfter(fn func()) { t.after = append(t.after, fn) }
+
 // withTx runs fn in one write transaction.
-func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) withTx(ctx context.Context, fn func(tx *txn) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	// The transaction must not be abandoned half-way because a caller's
@@ -230,17 +352,30 @@ func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	// context with its own bound instead.
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	tx, err := s.db.BeginTx(tctx, nil)
+	sqlTx, err := s.db.BeginTx(tctx, nil)
 	if err != nil {
-		return apierr.Wrap(apierr.FileWriteFailed, err, "metadata store unavailable: %v", err)
+		return apierr.Wrap(apierr.FileWriteFailed, err, "the metadata store is unavailable (%v); try again", err)
+	}
+	tx := &txn{Tx: sqlTx, s: s}
+	rollback := func() {
+		sqlTx.Rollback()
+		for i := len(tx.undo) - 1; i >= 0; i-- {
+			tx.undo[i]()
+		}
 	}
 	if err := fn(tx); err != nil {
-		tx.Rollback()
+		rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return apierr.Wrap(apierr.FileWriteFailed, err, "metadata commit failed: %v", err)
+	if err := sqlTx.Commit(); err != nil {
+		rollback()
+		return apierr.Wrap(apierr.FileWriteFailed, err, "the metadata commit failed (%v); nothing was changed, try again", err)
 	}
+	s.commits.Add(1)
+	for _, fn := range tx.after {
+		fn()
+	}
+	s.events.committed(tx.events)
 	return nil
 }
 

@@ -6,16 +6,16 @@ import (
 	"hash"
 	"os"
 	"path/filepath"
-
-	"github.com/google/uuid"
+	"sync"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
 
-// BodyWriter streams a new body into a temp file while hashing it, keeping
-// its first bytes for MIME detection and holding quota for it. It enforces
-// the per-file limit and the workspace quota as bytes arrive, so an
-// oversized upload is stopped early, never after it has filled the disk.
+// BodyWriter streams a new body into a temp file of this process while
+// hashing it, keeping its first bytes for MIME detection and holding quota
+// for it. It enforces the per-file limit and the workspace quota as bytes
+// arrive, so an oversized upload is stopped early, never after it has filled
+// the disk.
 type BodyWriter struct {
 	s        *Store
 	ws       string
@@ -25,24 +25,34 @@ type BodyWriter struct {
 	n        int64
 	head     []byte
 	reserved int64
-	// credit is the size of the body being replaced: a rewrite only needs
-	// quota for what it adds beyond it.
+	// credit is the size of a body this one replaces and that goes away
+	// when it commits: a rewrite only needs quota beyond it.
 	credit int64
 	err    error
 	done   bool
+	flight func() // ends the write's registration with the store
 }
 
 func (s *Store) newBodyWriter(ws string) (*BodyWriter, error) {
-	f, err := os.CreateTemp(s.tmpDir, "body-*")
+	flight, err := s.beginWrite()
 	if err != nil {
-		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "cannot create a temporary file: %v", err)
+		return nil, err
 	}
-	return &BodyWriter{s: s, ws: ws, f: f, tmp: f.Name(), h: sha256.New()}, nil
+	f, err := os.CreateTemp(s.tmp.path, "body-*")
+	if err != nil {
+		flight()
+		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "cannot create a temporary file (%s); check the server's disk", ioReason(err))
+	}
+	return &BodyWriter{s: s, ws: ws, f: f, tmp: f.Name(), h: sha256.New(), flight: flight}, nil
 }
 
 // Write implements io.Writer.
 func (b *BodyWriter) Write(p []byte) (int, error) {
 	if b.err != nil {
+		return 0, b.err
+	}
+	if b.s.stop.Err() != nil {
+		b.err = apierr.New(apierr.FileWriteFailed, "the host is shutting down; the write was abandoned and nothing was changed")
 		return 0, b.err
 	}
 	maxFile, _ := b.s.Limits()
@@ -65,7 +75,7 @@ func (b *BodyWriter) Write(p []byte) (int, error) {
 	b.n += int64(n)
 	b.h.Write(p[:n])
 	if err != nil {
-		b.err = apierr.Wrap(apierr.FileWriteFailed, err, "write failed: %v", err)
+		b.err = apierr.Wrap(apierr.FileWriteFailed, err, "writing the new content failed (%s); check the server's disk", ioReason(err))
 		return n, b.err
 	}
 	return n, nil
@@ -74,16 +84,23 @@ func (b *BodyWriter) Write(p []byte) (int, error) {
 // Size is the number of bytes written so far.
 func (b *BodyWriter) Size() int64 { return b.n }
 
-// body is a finished, durable body waiting for its metadata transaction.
+// body is a finished, durable body in this process's temp directory, waiting
+// for the transaction that places it and points a row at it.
 type body struct {
-	diskPath string // relative to files/
+	s        *Store
+	ws       string
+	tmp      string // where it is until placed
 	size     int64
 	sha256   string
 	head     []byte
 	reserved int64
+
+	once   sync.Once
+	flight func()
+	placed bool
 }
 
-// finish makes the body durable under a generated name.
+// finish makes the body durable in the temp directory.
 func (b *BodyWriter) finish() (*body, error) {
 	if b.err != nil {
 		b.abort()
@@ -91,20 +108,15 @@ func (b *BodyWriter) finish() (*body, error) {
 	}
 	if err := b.f.Sync(); err != nil {
 		b.abort()
-		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "fsync failed: %v", err)
+		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "saving the new content failed (%s); check the server's disk", ioReason(err))
 	}
 	if err := b.f.Close(); err != nil {
 		b.abort()
-		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "close failed: %v", err)
-	}
-	name := uuid.NewString()
-	if err := os.Rename(b.tmp, filepath.Join(b.s.filesDir, name)); err != nil {
-		b.abort()
-		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "rename failed: %v", err)
+		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "saving the new content failed (%s); check the server's disk", ioReason(err))
 	}
 	b.done = true
-	syncDir(b.s.filesDir)
-	return &body{diskPath: name, size: b.n, sha256: hex.EncodeToString(b.h.Sum(nil)), head: b.head, reserved: b.reserved}, nil
+	return &body{s: b.s, ws: b.ws, tmp: b.tmp, size: b.n, sha256: hex.EncodeToString(b.h.Sum(nil)),
+		head: b.head, reserved: b.reserved, flight: b.flight}, nil
 }
 
 // abort drops the temp file and gives back the reserved quota.
@@ -117,6 +129,39 @@ func (b *BodyWriter) abort() {
 	os.Remove(b.tmp)
 	b.s.unreserve(b.ws, b.reserved)
 	b.reserved = 0
+	b.flight()
+}
+
+// placeAs moves the body into files/ as name. It runs inside tx, after the
+// statements that refer to it, so that fsck (which takes the write lock to
+// delete an orphan) never sees it unreferenced; if the transaction does not
+// commit, the body goes back to the temp directory.
+func (b *body) placeAs(tx *txn, name string) error {
+	dst := filepath.Join(b.s.filesDir, name)
+	if err := os.Rename(b.tmp, dst); err != nil {
+		return apierr.Wrap(apierr.FileWriteFailed, err, "storing the new content failed (%s); check the server's disk", ioReason(err))
+	}
+	tx.onUndo(func() { os.Rename(dst, b.tmp) })
+	syncDir(b.s.filesDir)
+	return nil
+}
+
+// committed records that the body now belongs to a committed row; its
+// reservation was settled by the commit.
+func (b *body) committed() {
+	b.placed = true
+	b.once.Do(b.flight)
+}
+
+// discard drops a body that was not committed and gives back its quota.
+func (b *body) discard() {
+	b.once.Do(func() {
+		if !b.placed {
+			os.Remove(b.tmp)
+			b.s.unreserve(b.ws, b.reserved)
+		}
+		b.flight()
+	})
 }
 
 // syncDir fsyncs a directory so that a rename in it survives a crash.
