@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"path"
@@ -106,7 +108,7 @@ type ConvertResult struct {
 }
 
 // maxConvertInput bounds the markdown a conversion reads into memory.
-const maxConvertInput = 8 << 20
+const maxConvertInput = convert.DefaultMaxInput
 
 func isMarkdownLike(f *store.File) bool {
 	switch strings.ToLower(path.Ext(f.Name)) {
@@ -187,23 +189,34 @@ func (s *Server) handleConvert(w http.ResponseWriter, r *http.Request) {
 			overwrite = true
 		}
 	}
+	// A conversion is CPU work like a run: it takes a run slot, has a
+	// deadline, and stops when the client goes away (r.Context ends).
+	release, ok := s.acquireRun()
+	if !ok {
+		s.writeError(w, r, apierr.New(apierr.Busy, "the server is busy with %d runs and conversions already; retry shortly", s.cfg.MaxConcurrentRuns))
+		return
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ConvertTimeout)
+	defer cancel()
 	title := strings.TrimSuffix(path.Base(src.Name), path.Ext(src.Name))
+	opt := convert.Options{Title: title, MaxPages: s.cfg.ConvertMaxPages}
 	var out []byte
 	var mimeType string
 	switch ct {
 	case "pdf":
-		out, err = convert.MarkdownToPDF(md, convert.Options{Title: title})
+		out, err = convert.MarkdownToPDF(ctx, md, opt)
 		mimeType = "application/pdf"
 	case "docx":
-		out, err = convert.MarkdownToDOCX(md, convert.Options{Title: title})
+		out, err = convert.MarkdownToDOCX(ctx, md, opt)
 		mimeType = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 	}
 	if err != nil {
-		s.writeError(w, r, apierr.Wrap(apierr.Internal, err, "converting %q to %s failed: %v", src.Name, ct, err))
+		e := apierr.Of(err)
+		s.writeError(w, r, &apierr.Error{Code: e.Code, Message: fmt.Sprintf("converting %q to %s: %s", src.Name, ct, e.Message)})
 		return
 	}
-	ctx := s.actorCtx(r, sessionOf(r))
-	f, err := ws.Create(ctx, store.CreateOptions{Name: outName, MimeType: mimeType, Source: store.SourceDerived, Overwrite: overwrite}, bytes.NewReader(out))
+	f, err := ws.Create(s.actorCtx(r, sessionOf(r)), store.CreateOptions{Name: outName, MimeType: mimeType, Source: store.SourceDerived, Overwrite: overwrite}, bytes.NewReader(out))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

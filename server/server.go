@@ -48,6 +48,10 @@ type Config struct {
 	// InlineTextLimit is the largest text file the content API returns
 	// inline (default 1 MB); larger or binary files get a signed URL.
 	InlineTextLimit int64
+	// ConvertTimeout bounds one markdown conversion (default 60 s);
+	// ConvertMaxPages caps a converted PDF (default 2000 pages).
+	ConvertTimeout  time.Duration
+	ConvertMaxPages int
 	// SignedURLTTL is how long a signed download URL stays valid (default 1 h).
 	SignedURLTTL time.Duration
 	// SecretFile holds the key that signs download URLs (default
@@ -102,6 +106,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.InlineTextLimit <= 0 {
 		cfg.InlineTextLimit = 1 << 20
+	}
+	if cfg.ConvertTimeout <= 0 {
+		cfg.ConvertTimeout = 60 * time.Second
 	}
 	if cfg.SignedURLTTL <= 0 {
 		cfg.SignedURLTTL = time.Hour

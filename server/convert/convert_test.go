@@ -3,6 +3,7 @@ package convert
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/xml"
 	"io"
 	"os"
@@ -23,7 +24,10 @@ const sample = "# Quarterly report\n\n" +
 	"---\n\nCafé déjà vu – “quotes”.\n"
 
 func TestParse(t *testing.T) {
-	bs := parse([]byte(sample))
+	bs, err := parse([]byte(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
 	kinds := []blockKind{}
 	for _, b := range bs {
 		kinds = append(kinds, b.kind)
@@ -76,7 +80,7 @@ func pdftotext(t *testing.T, pdf []byte) string {
 }
 
 func TestMarkdownToPDF(t *testing.T) {
-	pdf, err := MarkdownToPDF([]byte(sample), Options{Title: "Quarterly report"})
+	pdf, err := MarkdownToPDF(context.Background(), []byte(sample), Options{Title: "Quarterly report"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +119,7 @@ func TestMarkdownToPDFLongAndHostile(t *testing.T) {
 		b.WriteString("| cell with a rather long text that wraps | x |\n")
 	}
 	b.WriteString("\x00\x01 control chars, emoji 🙂, CJK 漢字\n")
-	pdf, err := MarkdownToPDF([]byte(b.String()), Options{})
+	pdf, err := MarkdownToPDF(context.Background(), []byte(b.String()), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +128,7 @@ func TestMarkdownToPDFLongAndHostile(t *testing.T) {
 		t.Fatalf("long document text missing (%d bytes)", len(text))
 	}
 	// Empty input still makes a valid one-page PDF.
-	if pdf, err := MarkdownToPDF(nil, Options{}); err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
+	if pdf, err := MarkdownToPDF(context.Background(), nil, Options{}); err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
 		t.Fatalf("empty markdown: %v", err)
 	}
 }
@@ -185,7 +189,7 @@ func docxText(t *testing.T, docx []byte) (string, map[string][]byte) {
 }
 
 func TestMarkdownToDOCX(t *testing.T) {
-	docx, err := MarkdownToDOCX([]byte(sample+"\n\x01bad \\<xml> & chars\n"), Options{Title: "Quarterly & report"})
+	docx, err := MarkdownToDOCX(context.Background(), []byte(sample+"\n\x01bad \\<xml> & chars\n"), Options{Title: "Quarterly & report"})
 	if err != nil {
 		t.Fatal(err)
 	}

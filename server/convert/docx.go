@@ -3,20 +3,40 @@ package convert
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/xml"
 	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
 
 // MarkdownToDOCX renders markdown as a WordprocessingML document (.docx):
 // real heading styles (so Word and LibreOffice build a navigation pane),
 // numbered and bulleted lists, emphasis, code, tables and hyperlinks.
-func MarkdownToDOCX(md []byte, opt Options) ([]byte, error) {
-	d := &docxDoc{}
+// It stops with a coded error when ctx ends (TIMEOUT) or the document
+// outgrows opt.MaxBytes (TOO_LARGE).
+func MarkdownToDOCX(ctx context.Context, md []byte, opt Options) (out []byte, err error) {
+	opt = opt.withDefaults()
+	bud := &budget{ctx: ctx, opt: opt}
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, recovered(p, "DOCX")
+		}
+	}()
+	if len(md) > DefaultMaxInput {
+		return nil, apierr.New(apierr.TooLarge, "the markdown is %d bytes; at most %d MB can be converted", len(md), DefaultMaxInput>>20)
+	}
+	blocks, err := parse(md)
+	if err != nil {
+		return nil, err
+	}
+	d := &docxDoc{b: bud}
 	d.body.Grow(len(md) * 3)
-	d.blocks(parse(md), 0)
+	d.blocks(blocks, 0)
+	d.check()
 	d.body.WriteString(`<w:sectPr><w:pgSz w:w="11906" w:h="16838"/><w:pgMar w:top="1134" w:right="1134" w:bottom="1134" w:left="1134" w:header="567" w:footer="567" w:gutter="0"/></w:sectPr>`)
 
 	var buf bytes.Buffer
@@ -57,6 +77,7 @@ const (
 )
 
 type docxDoc struct {
+	b    *budget
 	body strings.Builder
 	// links are hyperlink targets, relationship ids rIdLink1…
 	links []string
@@ -81,8 +102,16 @@ func esc(s string) string {
 
 func (d *docxDoc) blocks(bs []block, quote int) {
 	for _, b := range bs {
+		d.check()
 		d.block(b, quote, "")
 	}
+}
+
+// check is called between units of work: it stops when the caller's time
+// is up or the document has outgrown its budget.
+func (d *docxDoc) check() {
+	d.b.tick()
+	d.b.bytes(int64(d.body.Len()))
 }
 
 // block writes b; numPr places it in a list (a <w:numPr> element) when set.
@@ -134,6 +163,7 @@ func (d *docxDoc) list(b block, level, quote int) {
 	}
 	numPr := fmt.Sprintf(`<w:numPr><w:ilvl w:val="%d"/><w:numId w:val="%d"/></w:numPr>`, min(level, 8), numID)
 	for _, item := range b.items {
+		d.check()
 		first := true
 		for _, ib := range item {
 			switch {
@@ -199,8 +229,12 @@ func (d *docxDoc) runs(sp []span, rPr string) {
 	}
 }
 
+// maxDocxCols is the most columns one Word table gets (Word itself stops
+// at 63; narrower columns are unreadable on a portrait page). Wider tables
+// become several tables, each repeating the first column.
+const maxDocxCols = 12
+
 func (d *docxDoc) table(b block) {
-	w := &d.body
 	ncols := len(b.header)
 	for _, r := range b.rows {
 		ncols = max(ncols, len(r))
@@ -208,6 +242,25 @@ func (d *docxDoc) table(b block) {
 	if ncols == 0 {
 		return
 	}
+	if ncols <= maxDocxCols {
+		d.tableGroup(b, allColumns(ncols))
+		return
+	}
+	for start := 1; start < ncols; start += maxDocxCols - 1 {
+		cols := []int{0}
+		for c := start; c < min(ncols, start+maxDocxCols-1); c++ {
+			cols = append(cols, c)
+		}
+		fmt.Fprintf(&d.body, `<w:p><w:pPr><w:keepNext/></w:pPr><w:r><w:rPr><w:i/><w:color w:val="787E8C"/></w:rPr><w:t xml:space="preserve">%s</w:t></w:r></w:p>`,
+			esc(fmt.Sprintf("Columns %d–%d of %d, with column 1", cols[1]+1, cols[len(cols)-1]+1, ncols)))
+		d.tableGroup(b, cols)
+	}
+}
+
+// tableGroup writes the columns cols of table b as one Word table.
+func (d *docxDoc) tableGroup(b block, cols []int) {
+	w := &d.body
+	ncols := len(cols)
 	const textWidth = 11906 - 2*1134 // twentieths of a point
 	colW := textWidth / ncols
 	w.WriteString(`<w:tbl><w:tblPr><w:tblStyle w:val="TableGrid"/><w:tblW w:w="` + fmt.Sprint(colW*ncols) + `" w:type="dxa"/>` +
@@ -224,7 +277,7 @@ func (d *docxDoc) table(b block) {
 		if header {
 			w.WriteString("<w:trPr><w:tblHeader/></w:trPr>")
 		}
-		for c := 0; c < ncols; c++ {
+		for _, c := range cols {
 			fmt.Fprintf(w, `<w:tc><w:tcPr><w:tcW w:w="%d" w:type="dxa"/>`, colW)
 			if header {
 				w.WriteString(`<w:shd w:val="clear" w:color="auto" w:fill="ECEFF5"/>`)
@@ -254,6 +307,7 @@ func (d *docxDoc) table(b block) {
 		row(b.header, true)
 	}
 	for _, r := range b.rows {
+		d.check()
 		row(r, false)
 	}
 	w.WriteString("</w:tbl>")

@@ -15,13 +15,9 @@ import (
 	east "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
-)
 
-// Options tune a conversion.
-type Options struct {
-	// Title is the document title (PDF /Title, DOCX core title).
-	Title string
-}
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
+)
 
 type blockKind int
 
@@ -66,15 +62,95 @@ func plain(spans []span) string {
 	return b.String()
 }
 
-// parse reads markdown into blocks.
-func parse(src []byte) []block {
+// parse reads markdown into blocks. Sources the parser would take too long
+// over (nesting deeper than MaxNesting) are refused first: goldmark cannot
+// be interrupted once it runs.
+func parse(src []byte) ([]block, error) {
+	if err := checkNesting(src); err != nil {
+		return nil, err
+	}
 	md := goldmark.New(goldmark.WithExtensions(extension.GFM))
 	doc := md.Parser().Parse(text.NewReader(src))
-	return blocksOf(doc, src)
+	return blocksOf(doc, src, 0), nil
 }
 
-func blocksOf(parent ast.Node, src []byte) []block {
+// checkNesting refuses a source with a line nested deeper than MaxNesting
+// containers: block quote markers, list markers, and the indentation in
+// front of them (a nested list item is indented by at least two columns
+// per level).
+func checkNesting(src []byte) error {
+	line := 1
+	for len(src) > 0 {
+		end := bytes.IndexByte(src, '\n')
+		l := src
+		if end >= 0 {
+			l = src[:end]
+			src = src[end+1:]
+		} else {
+			src = nil
+		}
+		if d := nestingDepth(l); d > MaxNesting {
+			return apierr.New(apierr.UnsupportedFormat, "line %d nests block quotes or lists %d levels deep; at most %d levels can be converted", line, d, MaxNesting)
+		}
+		line++
+	}
+	return nil
+}
+
+// nestingDepth estimates how many containers a line opens or continues.
+func nestingDepth(l []byte) int {
+	markers, indent, pending := 0, 0, 0
+	i := 0
+	for i < len(l) {
+		switch c := l[i]; {
+		case c == ' ':
+			pending++
+			i++
+		case c == '\t':
+			pending += 4
+			i++
+		case c == '>':
+			markers++
+			indent += pending
+			pending = 0
+			i++
+		case (c == '-' || c == '+' || c == '*') && i+1 < len(l) && (l[i+1] == ' ' || l[i+1] == '\t'):
+			markers++
+			indent += pending
+			pending = 0
+			i++
+		case c >= '0' && c <= '9':
+			j := i
+			for j < len(l) && j-i < 9 && l[j] >= '0' && l[j] <= '9' {
+				j++
+			}
+			if j+1 < len(l) && (l[j] == '.' || l[j] == ')') && (l[j+1] == ' ' || l[j+1] == '\t') {
+				markers++
+				indent += pending
+				pending = 0
+				i = j + 1
+				continue
+			}
+			return markers + indent/2
+		default:
+			return markers + indent/2
+		}
+	}
+	return markers + indent/2
+}
+
+// maxTreeDepth is how deep blocksOf and inlines follow the tree before they
+// flatten what lies below (emphasis can nest without limit: "***…a***…").
+const maxTreeDepth = 64
+
+func blocksOf(parent ast.Node, src []byte, depth int) []block {
 	var out []block
+	if depth > maxTreeDepth {
+		if s := strings.TrimSpace(flatText(parent, src)); s != "" {
+			out = append(out, block{kind: bParagraph, spans: []span{{text: s}}})
+		}
+		return out
+	}
 	for n := parent.FirstChild(); n != nil; n = n.NextSibling() {
 		switch t := n.(type) {
 		case *ast.Heading:
@@ -97,11 +173,11 @@ func blocksOf(parent ast.Node, src []byte) []block {
 				b.start = 1
 			}
 			for it := t.FirstChild(); it != nil; it = it.NextSibling() {
-				b.items = append(b.items, blocksOf(it, src))
+				b.items = append(b.items, blocksOf(it, src, depth+1))
 			}
 			out = append(out, b)
 		case *ast.Blockquote:
-			out = append(out, block{kind: bQuote, quote: blocksOf(t, src)})
+			out = append(out, block{kind: bQuote, quote: blocksOf(t, src, depth+1)})
 		case *ast.ThematicBreak:
 			out = append(out, block{kind: bRule})
 		case *east.Table:
@@ -132,7 +208,7 @@ func blocksOf(parent ast.Node, src []byte) []block {
 			out = append(out, b)
 		default:
 			if n.HasChildren() {
-				out = append(out, blocksOf(n, src)...)
+				out = append(out, blocksOf(n, src, depth+1)...)
 			}
 		}
 	}
@@ -152,7 +228,7 @@ func linesOf(n ast.Node, src []byte) string {
 // inlines flattens n's inline children into styled spans.
 func inlines(n ast.Node, src []byte) []span {
 	var out []span
-	var walk func(n ast.Node, st span)
+	var walk func(n ast.Node, st span, depth int)
 	add := func(st span, s string) {
 		if s == "" {
 			return
@@ -164,7 +240,11 @@ func inlines(n ast.Node, src []byte) []span {
 		}
 		out = append(out, st)
 	}
-	walk = func(n ast.Node, st span) {
+	walk = func(n ast.Node, st span, depth int) {
+		if depth > maxTreeDepth {
+			add(st, flatText(n, src))
+			return
+		}
 		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
 			switch t := c.(type) {
 			case *ast.Text:
@@ -203,21 +283,21 @@ func inlines(n ast.Node, src []byte) []span {
 				} else {
 					es.italic = true
 				}
-				walk(t, es)
+				walk(t, es, depth+1)
 			case *east.Strikethrough:
 				ss := st
 				ss.strike = true
-				walk(t, ss)
+				walk(t, ss, depth+1)
 			case *ast.Link:
 				ls := st
 				ls.link = string(t.Destination)
-				walk(t, ls)
+				walk(t, ls, depth+1)
 			case *ast.AutoLink:
 				ls := st
 				ls.link = string(t.URL(src))
 				add(ls, string(t.Label(src)))
 			case *ast.Image:
-				alt := plain(inlines(t, src))
+				alt := strings.TrimSpace(flatText(t, src))
 				if alt == "" {
 					alt = string(t.Destination)
 				}
@@ -231,11 +311,11 @@ func inlines(n ast.Node, src []byte) []span {
 			case *ast.RawHTML:
 				// Inline HTML tags carry no text of their own.
 			default:
-				walk(c, st)
+				walk(c, st, depth+1)
 			}
 		}
 	}
-	walk(n, span{})
+	walk(n, span{}, 0)
 	// Trim the paragraph's trailing whitespace.
 	for len(out) > 0 {
 		k := len(out) - 1
@@ -246,6 +326,40 @@ func inlines(n ast.Node, src []byte) []span {
 		out = out[:k]
 	}
 	return out
+}
+
+// flatText is the text below n, gathered without recursion (the tree may
+// be deeper than the stack should grow).
+func flatText(n ast.Node, src []byte) string {
+	var b strings.Builder
+	c := n.FirstChild()
+	for c != nil {
+		switch t := c.(type) {
+		case *ast.Text:
+			b.Write(t.Segment.Value(src))
+			if t.SoftLineBreak() || t.HardLineBreak() {
+				b.WriteByte(' ')
+			}
+		case *ast.String:
+			b.Write(t.Value)
+		}
+		if b.Len() > DefaultMaxInput {
+			break
+		}
+		// Depth first: down, else along, else up until a sibling.
+		if c.FirstChild() != nil {
+			c = c.FirstChild()
+			continue
+		}
+		for c != nil && c != n && c.NextSibling() == nil {
+			c = c.Parent()
+		}
+		if c == nil || c == n {
+			break
+		}
+		c = c.NextSibling()
+	}
+	return b.String()
 }
 
 func sameStyle(a, b span) bool {

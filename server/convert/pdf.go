@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/go-pdf/fpdf"
+
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
 
 // fontFiles are Unicode TrueType fonts looked for on the machine (Debian's
@@ -72,20 +75,48 @@ type pdfDoc struct {
 	pageH      float64
 	// color is the text color of the current block (grey inside quotes).
 	color [3]int
+	b     *budget
 }
 
 // MarkdownToPDF renders markdown as an A4 PDF whose text is real text
 // (extractable, selectable and searchable), with an outline of the headings.
-func MarkdownToPDF(md []byte, opt Options) (out []byte, err error) {
+// It stops with a coded error when ctx ends (TIMEOUT) or the document
+// outgrows opt's budgets (TOO_LARGE).
+func MarkdownToPDF(ctx context.Context, md []byte, opt Options) (out []byte, err error) {
+	opt = opt.withDefaults()
+	b := &budget{ctx: ctx, opt: opt}
 	defer func() {
 		if p := recover(); p != nil {
-			out, err = nil, fmt.Errorf("pdf layout failed: %v", p)
+			out, err = nil, recovered(p, "PDF")
 		}
 	}()
-	blocks := parse(md)
+	if len(md) > DefaultMaxInput {
+		return nil, apierr.New(apierr.TooLarge, "the markdown is %d bytes; at most %d MB can be converted", len(md), DefaultMaxInput>>20)
+	}
+	blocks, err := parse(md)
+	if err != nil {
+		return nil, err
+	}
+	b.tick()
+	d := newPDFDoc(b, opt.Title, opt.coreFonts)
+	f := d.f
+	d.blocks(blocks, marginMM, false)
+	if err := f.Error(); err != nil {
+		return nil, apierr.Wrap(apierr.Internal, err, "PDF layout failed: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := f.Output(&buf); err != nil {
+		return nil, apierr.Wrap(apierr.Internal, err, "writing the PDF failed: %v", err)
+	}
+	b.bytes(int64(buf.Len()))
+	return buf.Bytes(), nil
+}
+
+// newPDFDoc starts an A4 document with its fonts, footer and first page.
+func newPDFDoc(b *budget, title string, coreFonts bool) *pdfDoc {
 	f := fpdf.New("P", "mm", "A4", "")
-	d := &pdfDoc{f: f, tr: bmpOnly, color: [3]int{28, 32, 44}}
-	if fs := unicodeFonts(); fs != nil {
+	d := &pdfDoc{f: f, tr: bmpOnly, color: [3]int{28, 32, 44}, b: b}
+	if fs := unicodeFonts(); fs != nil && !coreFonts {
 		f.AddUTF8FontFromBytes("body", "", fs.regular)
 		f.AddUTF8FontFromBytes("body", "B", fs.bold)
 		f.AddUTF8FontFromBytes("body", "I", fs.italic)
@@ -101,8 +132,8 @@ func MarkdownToPDF(md []byte, opt Options) (out []byte, err error) {
 	d.pageW, d.pageH = f.GetPageSize()
 	f.SetMargins(marginMM, marginMM, marginMM)
 	f.SetAutoPageBreak(true, marginMM)
-	if opt.Title != "" {
-		f.SetTitle(opt.Title, true)
+	if title != "" {
+		f.SetTitle(title, true)
 	}
 	f.SetCreator("metaclaw", true)
 	f.SetFooterFunc(func() {
@@ -113,18 +144,28 @@ func MarkdownToPDF(md []byte, opt Options) (out []byte, err error) {
 	})
 	f.AddPage()
 	f.SetFont(d.body, "", bodyPt)
-	d.blocks(blocks, marginMM, false)
-	if err := f.Error(); err != nil {
-		return nil, err
+	return d
+}
+
+// check is called between units of layout work: it stops the layout when
+// the caller's time is up or the page budget is spent.
+func (d *pdfDoc) check() {
+	d.b.tick()
+	if n := d.f.PageNo(); n > d.b.opt.MaxPages {
+		d.b.fail(apierr.New(apierr.TooLarge, "the PDF would have more than %d pages; convert a shorter markdown file or split it", d.b.opt.MaxPages))
 	}
-	var buf bytes.Buffer
-	if err := f.Output(&buf); err != nil {
-		return nil, err
+	if err := d.f.Error(); err != nil {
+		d.b.fail(apierr.Wrap(apierr.Internal, err, "PDF layout failed: %v", err))
 	}
-	return buf.Bytes(), nil
 }
 
 func (d *pdfDoc) right() float64 { return d.pageW - marginMM }
+
+// maxIndentMM is how far nested quotes and lists may push the left margin:
+// deeper levels keep the last indentation, so text always has room.
+const maxIndentMM = 90.0
+
+func indented(left, by float64) float64 { return min(left+by, marginMM+maxIndentMM) }
 
 // blocks lays out bs with left margin left. continueLine: the first
 // paragraph continues the current line (after a list marker).
@@ -132,6 +173,7 @@ func (d *pdfDoc) blocks(bs []block, left float64, continueLine bool) {
 	f := d.f
 	f.SetLeftMargin(left)
 	for i, b := range bs {
+		d.check()
 		first := i == 0 && continueLine
 		if !first && f.GetX() != left {
 			f.SetX(left)
@@ -151,7 +193,11 @@ func (d *pdfDoc) blocks(bs []block, left float64, continueLine bool) {
 			if f.GetY() > marginMM+1 {
 				f.Ln(size * 0.3528 * 0.5)
 			}
-			f.Bookmark(plain(b.spans), min(b.level-1, 5), -1)
+			title := plain(b.spans)
+			if r := []rune(title); len(r) > 200 {
+				title = string(r[:200]) + "…"
+			}
+			f.Bookmark(title, min(b.level-1, 5), -1)
 			d.spans(b.spans, size, "B", lh)
 			f.Ln(lh)
 			if b.level <= 2 {
@@ -164,14 +210,7 @@ func (d *pdfDoc) blocks(bs []block, left float64, continueLine bool) {
 				f.Ln(1)
 			}
 		case bCode:
-			f.Ln(0.8)
-			f.SetFont(d.mono, "", codePt)
-			f.SetFillColor(244, 245, 248)
-			f.SetTextColor(36, 41, 54)
-			f.SetX(left)
-			f.MultiCell(d.right()-left, codePt*0.3528*1.4, d.tr(b.code), "", "L", true)
-			f.SetFont(d.body, "", bodyPt)
-			f.Ln(2)
+			d.code(b.code, left)
 		case bList:
 			d.list(b, left)
 			f.Ln(1)
@@ -179,13 +218,14 @@ func (d *pdfDoc) blocks(bs []block, left float64, continueLine bool) {
 			y0, p0 := f.GetY(), f.PageNo()
 			saved := d.color
 			d.color = [3]int{90, 96, 112}
-			d.blocks(b.quote, left+6, false)
+			inner := indented(left, 6)
+			d.blocks(b.quote, inner, false)
 			d.color = saved
 			f.SetLeftMargin(left)
-			if f.PageNo() == p0 {
+			if f.PageNo() == p0 && inner > left {
 				f.SetDrawColor(190, 196, 210)
 				f.SetLineWidth(0.8)
-				f.Line(left+2, y0, left+2, f.GetY()-1.6)
+				f.Line(inner-4, y0, inner-4, f.GetY()-1.6)
 			}
 			f.SetX(left)
 		case bRule:
@@ -202,6 +242,38 @@ func (d *pdfDoc) blocks(bs []block, left float64, continueLine bool) {
 		f.SetLeftMargin(left)
 	}
 }
+
+// codeChunkLines is how many lines of a code block are laid out between
+// budget checks.
+const codeChunkLines = 40
+
+// code lays out a code block on a shaded background, a chunk of lines at a
+// time so that a huge block cannot run past the budgets unchecked.
+func (d *pdfDoc) code(code string, left float64) {
+	f := d.f
+	f.Ln(0.8)
+	f.SetFont(d.mono, "", codePt)
+	f.SetFillColor(244, 245, 248)
+	f.SetTextColor(36, 41, 54)
+	lines := strings.Split(code, "\n")
+	for i := 0; i < len(lines); i += codeChunkLines {
+		d.check()
+		chunk := strings.Join(lines[i:min(i+codeChunkLines, len(lines))], "\n")
+		f.SetX(left)
+		// MultiCell drops a trailing empty line; keep blank lines visible.
+		if chunk == "" {
+			chunk = " "
+		}
+		f.MultiCell(d.right()-left, codePt*0.3528*1.4, d.tr(chunk), "", "L", true)
+	}
+	f.SetFont(d.body, "", bodyPt)
+	f.Ln(2)
+}
+
+// writeChunk is the most runes handed to fpdf's Write at once: Write
+// converts its whole string to runes for every character it places
+// (quadratic in the length), so long paragraphs go in pieces.
+const writeChunk = 160
 
 // spans writes styled text at size (pt) with line height lh (mm), wrapping
 // at the right margin; wrapped lines start at the current left margin.
@@ -229,22 +301,53 @@ func (d *pdfDoc) spans(sp []span, size float64, base string, lh float64) {
 			f.SetFont(d.body, style, size)
 			f.SetTextColor(d.color[0], d.color[1], d.color[2])
 		}
-		if s.link != "" {
-			f.WriteLinkString(lh, d.tr(s.text), s.link)
-		} else {
-			f.Write(lh, d.tr(s.text))
+		for _, piece := range chunks(d.tr(s.text), writeChunk) {
+			d.check()
+			if s.link != "" {
+				f.WriteLinkString(lh, piece, s.link)
+			} else {
+				f.Write(lh, piece)
+			}
 		}
 	}
 	f.SetFont(d.body, "", bodyPt)
 	f.SetTextColor(d.color[0], d.color[1], d.color[2])
 }
 
+// chunks cuts s into pieces of at most n runes, each ending just after a
+// space where there is one, so that fpdf still wraps between words.
+func chunks(s string, n int) []string {
+	var out []string
+	for s != "" {
+		count, cut, lastSpace := 0, len(s), -1
+		for i, r := range s {
+			if count == n {
+				cut = i
+				break
+			}
+			if r == ' ' || r == '\n' {
+				lastSpace = i + 1
+			}
+			count++
+		}
+		if cut < len(s) && lastSpace > 0 {
+			cut = lastSpace
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return out
+}
+
 // list lays out a list: markers in the gutter, items indented.
 func (d *pdfDoc) list(b block, left float64) {
 	f := d.f
-	indent := 6.5
+	// Past the deepest indentation items stop moving right; their markers
+	// stay in the gutter just left of the text.
+	itemLeft := indented(left, 6.5)
 	lh := bodyPt * lineFactor
 	for i, item := range b.items {
+		d.check()
 		marker := "•"
 		if b.ordered {
 			marker = fmt.Sprintf("%d.", b.start+i)
@@ -254,17 +357,17 @@ func (d *pdfDoc) list(b block, left float64) {
 		if f.GetY() > d.pageH-marginMM-lh {
 			f.AddPage()
 		}
-		f.SetLeftMargin(left)
-		f.SetX(left + 1)
+		f.SetLeftMargin(itemLeft - 6.5)
+		f.SetX(itemLeft - 5.5)
 		f.SetFont(d.body, "", bodyPt)
 		f.SetTextColor(d.color[0], d.color[1], d.color[2])
 		f.Write(lh, d.tr(marker))
-		f.SetX(left + indent)
+		f.SetX(itemLeft)
 		cont := len(item) > 0 && item[0].kind == bParagraph
 		if !cont {
 			f.Ln(lh)
 		}
-		d.blocks(item, left+indent, cont)
+		d.blocks(item, itemLeft, cont)
 		// Tight items: take back most of the paragraph gap.
 		if len(item) == 1 && item[0].kind == bParagraph {
 			f.SetY(f.GetY() - 1.0)
@@ -273,10 +376,20 @@ func (d *pdfDoc) list(b block, left float64) {
 	f.SetLeftMargin(left)
 }
 
+// Table geometry: cell padding and the narrowest column (mm). A table with
+// more columns than fit at the narrowest width is laid out in groups of
+// columns, each repeating the first column so that rows stay identifiable.
+const (
+	cellPad   = 1.6
+	minColMM  = 16.0
+	tablePt   = bodyPt - 1
+	minTblPt  = 7.0
+	headerGap = 1.2
+)
+
 // table lays out a table with wrapped cells, a shaded header row repeated on
 // each page, and the columns' alignments.
 func (d *pdfDoc) table(b block, left float64) {
-	f := d.f
 	ncols := len(b.header)
 	for _, r := range b.rows {
 		ncols = max(ncols, len(r))
@@ -284,10 +397,69 @@ func (d *pdfDoc) table(b block, left float64) {
 	if ncols == 0 {
 		return
 	}
-	const pad = 1.6
-	size := bodyPt - 1
+	avail := d.right() - left
+	// Wide tables get a smaller type size first, then column groups.
+	size := tablePt
+	if fit := int(avail / minColMM); ncols > fit {
+		size = max(minTblPt, tablePt*float64(fit)/float64(ncols))
+	}
+	perGroup := max(2, int(avail/(minColMM*size/tablePt)))
+	if ncols <= perGroup {
+		d.tableGroup(b, allColumns(ncols), left, size)
+		return
+	}
+	for start := 1; start < ncols; start += perGroup - 1 {
+		cols := []int{0}
+		for c := start; c < min(ncols, start+perGroup-1); c++ {
+			cols = append(cols, c)
+		}
+		f := d.f
+		f.SetFont(d.body, "I", size)
+		f.SetTextColor(120, 126, 140)
+		f.SetX(left)
+		f.CellFormat(avail, size*0.3528*1.5, d.tr(fmt.Sprintf("Columns %d–%d of %d, with column 1", cols[1]+1, cols[len(cols)-1]+1, ncols)), "", 1, "L", false, 0, "")
+		d.tableGroup(b, cols, left, size)
+		f.Ln(headerGap * 2)
+	}
+}
+
+func allColumns(n int) []int {
+	cols := make([]int, n)
+	for i := range cols {
+		cols[i] = i
+	}
+	return cols
+}
+
+func cellsOf(row [][]span, cols []int) [][]span {
+	out := make([][]span, len(cols))
+	for i, c := range cols {
+		if c < len(row) {
+			out[i] = row[c]
+		}
+	}
+	return out
+}
+
+// tableGroup lays out the columns cols of table b.
+func (d *pdfDoc) tableGroup(b block, cols []int, left, size float64) {
+	f := d.f
+	ncols := len(cols)
+	pad := cellPad * size / tablePt
 	lh := size * 0.3528 * 1.35
 	avail := d.right() - left
+	minCol := minColMM * size / tablePt
+	aligns := make([]string, ncols)
+	for i, c := range cols {
+		if c < len(b.aligns) {
+			aligns[i] = b.aligns[c]
+		}
+	}
+	header := cellsOf(b.header, cols)
+	rows := make([][][]span, len(b.rows))
+	for i, r := range b.rows {
+		rows[i] = cellsOf(r, cols)
+	}
 	// Natural widths from the longest word and the whole text of each column.
 	natural := make([]float64, ncols)
 	minW := make([]float64, ncols)
@@ -297,7 +469,7 @@ func (d *pdfDoc) table(b block, left float64) {
 			style = "B"
 		}
 		f.SetFont(d.body, style, size)
-		for c := 0; c < ncols && c < len(cells); c++ {
+		for c := 0; c < ncols; c++ {
 			t := plain(cells[c])
 			natural[c] = max(natural[c], f.GetStringWidth(d.tr(t))+2*pad+0.5)
 			for _, w := range strings.Fields(t) {
@@ -305,14 +477,17 @@ func (d *pdfDoc) table(b block, left float64) {
 			}
 		}
 	}
-	measure(b.header, true)
-	for _, r := range b.rows {
+	measure(header, true)
+	for i, r := range rows {
+		if i%64 == 0 {
+			d.check()
+		}
 		measure(r, false)
 	}
 	widths := make([]float64, ncols)
 	total := 0.0
 	for c := range widths {
-		widths[c] = max(natural[c], 10)
+		widths[c] = max(natural[c], minCol)
 		total += widths[c]
 	}
 	if total > avail {
@@ -320,7 +495,7 @@ func (d *pdfDoc) table(b block, left float64) {
 		// in proportion to the natural widths.
 		fixed := 0.0
 		for c := range widths {
-			widths[c] = min(max(minW[c], 10), avail/float64(ncols)*1.5)
+			widths[c] = min(max(minW[c], minCol), avail/float64(ncols)*1.5)
 			fixed += widths[c]
 		}
 		extra := avail - fixed
@@ -340,50 +515,74 @@ func (d *pdfDoc) table(b block, left float64) {
 			}
 		}
 	}
-	layout := func(cells [][]span, header bool) ([][]string, float64) {
+	layout := func(cells [][]span, header bool) [][]string {
 		style := ""
 		if header {
 			style = "B"
 		}
 		f.SetFont(d.body, style, size)
 		lines := make([][]string, ncols)
-		n := 1
 		for c := 0; c < ncols; c++ {
-			t := ""
-			if c < len(cells) {
-				t = plain(cells[c])
-			}
-			lines[c] = d.wrap(t, widths[c]-2*pad)
-			n = max(n, len(lines[c]))
+			lines[c] = d.wrap(plain(cells[c]), widths[c]-2*pad)
 		}
-		return lines, float64(n)*lh + 2*pad
+		return lines
 	}
-	row := func(cells [][]span, header bool) {
-		lines, h := layout(cells, header)
-		if f.GetY()+h > d.pageH-marginMM {
-			f.AddPage()
-			if !header && len(b.header) > 0 {
-				hl, hh := layout(b.header, true)
-				d.drawRow(hl, widths, left, pad, lh, hh, true, b.aligns)
-				layout(cells, header) // restore the row's font
-			}
+	height := func(lines [][]string) int {
+		n := 1
+		for _, l := range lines {
+			n = max(n, len(l))
 		}
-		d.drawRow(lines, widths, left, pad, lh, h, header, b.aligns)
+		return n
 	}
+	// The table breaks pages itself (a row taller than a page is drawn in
+	// slices), so fpdf's automatic break must not cut in between.
+	f.SetAutoPageBreak(false, marginMM)
+	defer f.SetAutoPageBreak(true, marginMM)
+	bottom := d.pageH - marginMM
+	perPage := max(1, int((bottom-marginMM-2*pad)/lh))
+	var headerLines [][]string
 	if len(b.header) > 0 {
-		row(b.header, true)
+		headerLines = layout(header, true)
 	}
-	for _, r := range b.rows {
-		row(r, false)
+	drawHeader := func() {
+		if headerLines != nil {
+			n := min(height(headerLines), perPage/2)
+			d.drawRow(headerLines, 0, n, widths, left, pad, lh, size, true, aligns)
+		}
+	}
+	drawHeader()
+	for _, r := range rows {
+		d.check()
+		lines := layout(r, false)
+		n := height(lines)
+		for from := 0; from < n; {
+			room := int((bottom - f.GetY() - 2*pad) / lh)
+			if room < min(n-from, 2) {
+				f.AddPage()
+				d.check()
+				drawHeader()
+				continue
+			}
+			k := min(n-from, room)
+			d.drawRow(lines, from, k, widths, left, pad, lh, size, false, aligns)
+			from += k
+		}
 	}
 	f.SetFont(d.body, "", bodyPt)
 	f.SetTextColor(d.color[0], d.color[1], d.color[2])
 	f.SetX(left)
 }
 
-func (d *pdfDoc) drawRow(lines [][]string, widths []float64, left, pad, lh, h float64, header bool, aligns []string) {
+// drawRow draws lines [from, from+n) of each cell of a row.
+func (d *pdfDoc) drawRow(lines [][]string, from, n int, widths []float64, left, pad, lh, size float64, header bool, aligns []string) {
 	f := d.f
+	style := ""
+	if header {
+		style = "B"
+	}
+	f.SetFont(d.body, style, size)
 	y := f.GetY()
+	h := float64(n)*lh + 2*pad
 	x := left
 	f.SetDrawColor(196, 201, 212)
 	f.SetLineWidth(0.25)
@@ -395,18 +594,16 @@ func (d *pdfDoc) drawRow(lines [][]string, widths []float64, left, pad, lh, h fl
 			f.Rect(x, y, w, h, "D")
 		}
 		align := "L"
-		if c < len(aligns) {
-			switch aligns[c] {
-			case "center":
-				align = "C"
-			case "right":
-				align = "R"
-			}
+		switch aligns[c] {
+		case "center":
+			align = "C"
+		case "right":
+			align = "R"
 		}
 		f.SetTextColor(d.color[0], d.color[1], d.color[2])
-		for li, line := range lines[c] {
-			f.SetXY(x+pad, y+pad+float64(li)*lh)
-			f.CellFormat(w-2*pad, lh, d.tr(line), "", 0, align, false, 0, "")
+		for li := from; li < from+n && li < len(lines[c]); li++ {
+			f.SetXY(x+pad, y+pad+float64(li-from)*lh)
+			f.CellFormat(w-2*pad, lh, d.tr(lines[c][li]), "", 0, align, false, 0, "")
 		}
 		x += w
 	}
@@ -414,36 +611,41 @@ func (d *pdfDoc) drawRow(lines [][]string, widths []float64, left, pad, lh, h fl
 }
 
 // wrap breaks text into lines no wider than w (mm) in the current font,
-// splitting words longer than a line.
+// cutting words longer than a line between characters. Every line holds
+// at least one character, however narrow w is, and the work is linear in
+// the text.
 func (d *pdfDoc) wrap(text string, w float64) []string {
 	f := d.f
+	space := f.GetStringWidth(" ")
 	var out []string
 	for _, para := range strings.Split(text, "\n") {
-		line := ""
+		line, lineW := "", 0.0
 		for _, word := range strings.Fields(para) {
-			cand := word
-			if line != "" {
-				cand = line + " " + word
-			}
-			if f.GetStringWidth(d.tr(cand)) <= w {
-				line = cand
+			ww := f.GetStringWidth(d.tr(word))
+			if line != "" && lineW+space+ww <= w {
+				line, lineW = line+" "+word, lineW+space+ww
 				continue
 			}
 			if line != "" {
 				out = append(out, line)
-				line = ""
 			}
-			// A word wider than the column is cut by characters.
-			for f.GetStringWidth(d.tr(word)) > w {
-				r := []rune(word)
-				k := len(r) - 1
-				for k > 1 && f.GetStringWidth(d.tr(string(r[:k]))) > w {
-					k--
+			if ww <= w {
+				line, lineW = word, ww
+				continue
+			}
+			var cur strings.Builder
+			curW := 0.0
+			for _, r := range word {
+				rw := f.GetStringWidth(d.tr(string(r)))
+				if cur.Len() > 0 && curW+rw > w {
+					out = append(out, cur.String())
+					cur.Reset()
+					curW = 0
 				}
-				out = append(out, string(r[:k]))
-				word = string(r[k:])
+				cur.WriteRune(r)
+				curW += rw
 			}
-			line = word
+			line, lineW = cur.String(), curW
 		}
 		out = append(out, line)
 	}
