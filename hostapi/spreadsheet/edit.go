@@ -30,6 +30,8 @@ type editor struct {
 	dateStyles map[[2]int]int // (style, dateKind) → style with a date format
 	created    map[int]*excelize.Style
 	formulas   *bool // whether any sheet holds a formula
+	// streams generate zip entries (by name) while the workbook is saved.
+	streams map[string]func(io.Writer) error
 }
 
 // maxLoadXML caps the sheet XML excelize may load for one edit: it builds
@@ -67,7 +69,8 @@ func (svc *service) edit(ctx context.Context, c *hostapi.Call, fn func(e *editor
 				return err
 			}
 			defer f.Close()
-			e := &editor{svc: svc, ctx: ctx, f: f, wb: wb, cur: cur, curPath: curPath, dateStyles: map[[2]int]int{}, created: map[int]*excelize.Style{}, formulas: &formulas}
+			e := &editor{svc: svc, ctx: ctx, f: f, wb: wb, cur: cur, curPath: curPath, dateStyles: map[[2]int]int{},
+				created: map[int]*excelize.Style{}, formulas: &formulas, streams: map[string]func(io.Writer) error{}}
 			if err := fn(e); err != nil {
 				return err
 			}
@@ -82,7 +85,16 @@ func (svc *service) edit(ctx context.Context, c *hostapi.Call, fn func(e *editor
 			if err := ctx.Err(); err != nil {
 				return apierr.From(err)
 			}
-			if err := f.Write(out); err != nil {
+			// The zip goes straight to the store's writer rather than
+			// through a buffer excelize would grow to the workbook's size.
+			f.SetZipWriter(func(io.Writer) excelize.ZipWriter { return newZipWriter(out, e.streams) })
+			if err := f.Write(strayBytes{}); err != nil {
+				switch {
+				case coded(err):
+					return err
+				case ctx.Err() != nil:
+					return apierr.From(ctx.Err())
+				}
 				return apierr.Wrap(apierr.FileWriteFailed, err, "the workbook could not be written: %v", err)
 			}
 			return nil
@@ -92,6 +104,14 @@ func (svc *service) edit(ctx context.Context, c *hostapi.Call, fn func(e *editor
 		svc.dropCaches(old)
 	}
 	return nf, err
+}
+
+// strayBytes is where excelize would copy a workbook it had buffered; it
+// writes through newZipWriter instead, so anything arriving here is a bug.
+type strayBytes struct{}
+
+func (strayBytes) Write(p []byte) (int, error) {
+	return 0, errors.New("excelize wrote workbook bytes outside its zip writer")
 }
 
 // excelWriteError maps an excelize error during an edit.
@@ -238,7 +258,55 @@ func (e *editor) applyPatch(idx int, p *patchSpec) error {
 	if p.recalc {
 		e.recalc = true
 	}
-	e.f.Pkg.Store(strings.ReplaceAll(entry.Name, "\\", "/"), out)
+	name := strings.ReplaceAll(entry.Name, "\\", "/")
+	e.f.Pkg.Store(name, out)
+	// A copy excelize parsed on the way (valuesChange loads every sheet)
+	// would be written over the patch; callers patch only sheets whose
+	// parsed copy holds no changes.
+	e.f.Sheet.Delete(name)
+	return nil
+}
+
+// streamPatch writes p, a block of values, into sheet idx, which has no
+// rows. The rows are generated while the workbook is saved, straight into
+// its zip entry, so that a million cells never sit in memory as XML (on a
+// small machine, fresh memory costs more time than making the XML).
+func (e *editor) streamPatch(idx int, p *patchSpec) error {
+	entry := e.wb.entry(e.wb.sheets[idx].Path)
+	rc, err := e.wb.openSheet(idx)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	p.dateStyle, p.isDate = e.dateStyle, e.isDateStyle
+	d, err := patchBlankSheet(e.ctx, rc, int64(entry.UncompressedSize64), p)
+	if err != nil {
+		return parseError(e.ctx, err, fmt.Sprintf("sheet %q could not be rewritten", e.wb.sheets[idx].Name))
+	}
+	// excelize saves the styles before the sheets: make every date style
+	// the rows need now, and let the rows only look them up.
+	for j, kinds := range p.vals.dates {
+		for dk := dateOnly; dk <= timeOnly; dk++ {
+			if kinds&(1<<dk) != 0 {
+				if _, err := d.pt.dateStyle(d.pt.colStyle(p.vc+j), dk); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	p.dateStyle = func(style int, dk dateKind) (int, error) {
+		if id, ok := e.dateStyles[[2]int{style, int(dk)}]; ok {
+			return id, nil
+		}
+		return 0, fmt.Errorf("no date style was prepared for style %d", style)
+	}
+	if p.vals.formulas {
+		e.recalc = true
+	}
+	name := strings.ReplaceAll(entry.Name, "\\", "/")
+	e.f.Pkg.Store(name, d.stub())
+	e.f.Sheet.Delete(name)
+	e.streams[name] = d.writeTo
 	return nil
 }
 

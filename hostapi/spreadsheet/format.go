@@ -85,8 +85,17 @@ func parseFormat(m map[string]any) (formatOpts, error) {
 		o.numFmt = s
 	}
 	if v, ok := get("column_width"); ok {
-		w, ok := toFloat(v)
-		if !ok || w <= 0 || w > 255 {
+		// Canonical numbers (decode.go): int64 or float64.
+		var w float64
+		switch n := v.(type) {
+		case int64:
+			w = float64(n)
+		case float64:
+			w = n
+		default:
+			w = -1
+		}
+		if w <= 0 || w > 255 {
 			return o, apierr.New(apierr.ValidationFailed, "column_width must be a number of characters between 0 and 255")
 		}
 		o.width = &w

@@ -307,7 +307,7 @@ func FuzzScanSheet(f *testing.F) {
 			}
 			return false, nil
 		})
-		p := &patchSpec{vals: [][]cellWrite{{{k: kString, s: "x"}}}, vr: 2, vc: 2,
+		p := &patchSpec{vals: &cellBlock{rows: [][]any{{"x"}}, width: 1, cells: 1}, vr: 2, vc: 2,
 			isDate: func(int) bool { return false }, dateStyle: func(s int, _ dateKind) (int, error) { return s, nil }}
 		_, _ = patchSheet(context.Background(), bytes.NewReader(b), int64(len(b)), p)
 	})

@@ -2,131 +2,13 @@ package spreadsheet
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"strings"
-	"time"
 	"unicode/utf8"
-
-	"github.com/xuri/excelize/v2"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/store"
 )
-
-// cellWrite is one cell to write: kEmpty clears the value, kPending is a
-// formula (s), kDate a date serial (n) with its kind.
-type cellWrite struct {
-	k  kind
-	n  float64
-	s  string
-	dk dateKind
-}
-
-// parseCellWrite converts one JSON cell of writeRange/writeCell.
-func parseCellWrite(v any, date1904 bool) (cellWrite, error) {
-	switch x := v.(type) {
-	case nil:
-		return cellWrite{}, nil
-	case bool:
-		if x {
-			return cellWrite{k: kBool, n: 1}, nil
-		}
-		return cellWrite{k: kBool}, nil
-	case string:
-		if utf8.RuneCountInString(x) > excelize.TotalCellChars {
-			return cellWrite{}, fmt.Errorf("the text has %d characters; a cell holds at most %d", utf8.RuneCountInString(x), excelize.TotalCellChars)
-		}
-		if isISODate(x) {
-			if serial, dk, ok := isoToSerial(x, date1904); ok {
-				return cellWrite{k: kDate, n: serial, dk: dk}, nil
-			}
-		}
-		return cellWrite{k: kString, s: x}, nil
-	case map[string]any:
-		f, ok := x["formula"].(string)
-		if !ok || len(x) != 1 {
-			return cellWrite{}, fmt.Errorf("an object cell must be {formula: \"SUM(A1:A3)\"}")
-		}
-		f = strings.TrimPrefix(strings.TrimSpace(f), "=")
-		if f == "" {
-			return cellWrite{}, fmt.Errorf("the formula is empty")
-		}
-		return cellWrite{k: kPending, s: f}, nil
-	}
-	if f, ok := toFloat(v); ok {
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return cellWrite{}, fmt.Errorf("the number is not finite")
-		}
-		return cellWrite{k: kNumber, n: f}, nil
-	}
-	return cellWrite{}, fmt.Errorf("a cell is a number, text, boolean, null or {formula: \"…\"}, not %T", v)
-}
-
-// isoToSerial converts an ISO date/time to an Excel serial.
-func isoToSerial(s string, date1904 bool) (float64, dateKind, bool) {
-	dk := dateOnly
-	var t time.Time
-	var err error
-	if len(s) == 10 {
-		t, err = time.Parse("2006-01-02", s)
-	} else {
-		dk = dateTime
-		s = strings.Replace(strings.TrimSuffix(s, "Z"), " ", "T", 1)
-		layout := "2006-01-02T15:04"
-		if len(s) > 16 {
-			layout = "2006-01-02T15:04:05.999999999"
-		}
-		t, err = time.Parse(layout, s)
-	}
-	if err != nil {
-		return 0, 0, false
-	}
-	since := func(epoch time.Time) float64 {
-		return float64(t.Unix()-epoch.Unix())/86400 + float64(t.Nanosecond())/86400e9
-	}
-	switch {
-	case t.Year() > 9999:
-		return 0, 0, false
-	case date1904:
-		if t.Before(epoch1904) {
-			return 0, 0, false
-		}
-		return since(epoch1904), dk, true
-	case t.Before(time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)):
-		return 0, 0, false
-	case t.Before(time.Date(1900, 3, 1, 0, 0, 0, 0, time.UTC)):
-		return since(epoch1900) - 1, dk, true // Excel's phantom 1900-02-29
-	}
-	return since(epoch1900), dk, true
-}
-
-// parseData converts writeRange's rows.
-func parseData(raw any, date1904 bool) ([][]cellWrite, int, error) {
-	rows, ok := raw.([]any)
-	if !ok {
-		return nil, 0, apierr.New(apierr.ValidationFailed, "data must be an array of rows, e.g. [[\"Name\", \"Total\"], [\"Ann\", 12]]")
-	}
-	out := make([][]cellWrite, len(rows))
-	width := 0
-	for i, r := range rows {
-		cells, ok := r.([]any)
-		if !ok {
-			return nil, 0, apierr.New(apierr.ValidationFailed, "data[%d] must be an array of cells (a row), e.g. [\"Ann\", 12]", i)
-		}
-		out[i] = make([]cellWrite, len(cells))
-		for j, v := range cells {
-			cw, err := parseCellWrite(v, date1904)
-			if err != nil {
-				return nil, 0, apierr.New(apierr.ValidationFailed, "data[%d][%d]: %v", i, j, err)
-			}
-			out[i][j] = cw
-		}
-		width = max(width, len(cells))
-	}
-	return out, width, nil
-}
 
 func (svc *service) writeRange(ctx context.Context, c *hostapi.Call) (any, error) {
 	col, row, err := cellArg(c, "start_cell")
@@ -139,16 +21,16 @@ func (svc *service) writeRange(ctx context.Context, c *hostapi.Call) (any, error
 		if err != nil {
 			return err
 		}
-		data, width, err := parseData(c.Args.Raw("data"), e.wb.date1904)
+		data, err := newCellBlock(c.Args.Raw("data"), e.wb.date1904)
 		if err != nil {
 			return err
 		}
-		if len(data) == 0 || width == 0 {
+		if data.width == 0 {
 			return apierr.New(apierr.ValidationFailed, "data is empty; pass rows such as [[1, 2], [3, 4]]")
 		}
-		a := area{c1: col, r1: row, c2: col + width - 1, r2: row + len(data) - 1}
+		a := area{c1: col, r1: row, c2: col + data.width - 1, r2: row + len(data.rows) - 1}
 		if a.r2 > maxRows || a.c2 > maxCols {
-			return apierr.New(apierr.ValidationFailed, "%d rows × %d columns from %s do not fit in a sheet (last cell XFD%d)", len(data), width, cellName(col, row), maxRows)
+			return apierr.New(apierr.ValidationFailed, "%d rows × %d columns from %s do not fit in a sheet (last cell XFD%d)", len(data.rows), data.width, cellName(col, row), maxRows)
 		}
 		blank := false
 		if idx < len(e.wb.sheets) && e.wb.sheets[idx].Name == sheet {
@@ -156,16 +38,20 @@ func (svc *service) writeRange(ctx context.Context, c *hostapi.Call) (any, error
 				return err
 			}
 		}
-		formulas := e.hasFormulas()
+		p := &patchSpec{vals: data, vr: a.r1, vc: a.c1}
 		switch {
 		case blank:
+			// A blank sheet has no cached results for excelize to drop,
+			// so its rows are streamed into the saved workbook even when
+			// formulas elsewhere are marked for recalculation.
 			if err := e.valuesChange(); err != nil {
 				return err
 			}
-			err = e.streamRows(sheet, a, data)
-		case formulas:
+			err = e.streamPatch(idx, p)
+		case e.hasFormulas():
 			// Cached formula results may go stale: excelize drops them
-			// across the workbook, which needs every sheet loaded.
+			// across the workbook, which needs every sheet loaded, and
+			// then owns this sheet's cells.
 			if err := e.loadGuard(idx); err != nil {
 				return err
 			}
@@ -174,15 +60,12 @@ func (svc *service) writeRange(ctx context.Context, c *hostapi.Call) (any, error
 			}
 			err = e.setRows(sheet, a, data)
 		default:
-			err = e.applyPatch(idx, &patchSpec{vals: data, vr: a.r1, vc: a.c1})
+			err = e.applyPatch(idx, p)
 		}
 		if err != nil {
 			return err
 		}
-		for _, r := range data {
-			res.Cells += len(r)
-		}
-		res.Range = a.String()
+		res.Cells, res.Range = data.cells, a.String()
 		return nil
 	})
 	if err != nil {
@@ -192,15 +75,15 @@ func (svc *service) writeRange(ctx context.Context, c *hostapi.Call) (any, error
 }
 
 // setRows writes cells one by one into a sheet that already has content.
-func (e *editor) setRows(sheet string, a area, data [][]cellWrite) error {
-	for i, r := range data {
+func (e *editor) setRows(sheet string, a area, data *cellBlock) error {
+	for i, r := range data.rows {
 		if i&1023 == 1023 {
 			if err := e.ctx.Err(); err != nil {
 				return apierr.From(err)
 			}
 		}
-		for j, cw := range r {
-			if err := e.setCell(sheet, cellName(a.c1+j, a.r1+i), cw); err != nil {
+		for j := range r {
+			if err := e.setCell(sheet, cellName(a.c1+j, a.r1+i), data.at(i, j)); err != nil {
 				return err
 			}
 		}
@@ -244,70 +127,18 @@ func (e *editor) setCell(sheet, ref string, cw cellWrite) error {
 	return excelWriteError(err)
 }
 
-// streamRows writes a big block into a blank sheet with excelize's stream
-// writer, which does not build the whole sheet in memory.
-func (e *editor) streamRows(sheet string, a area, data [][]cellWrite) error {
-	f := e.f
-	sw, err := f.NewStreamWriter(sheet)
-	if err != nil {
-		return excelWriteError(err)
-	}
-	colStyles := map[int]int{}
-	colStyle := func(col int) int {
-		if s, ok := colStyles[col]; ok {
-			return s
-		}
-		s, _ := f.GetColStyle(sheet, colName(col))
-		colStyles[col] = s
-		return s
-	}
-	vals := make([]any, 0, a.cols())
-	for i, r := range data {
-		if i&1023 == 1023 {
-			if err := e.ctx.Err(); err != nil {
-				return apierr.From(err)
-			}
-		}
-		vals = vals[:0]
-		for j, cw := range r {
-			switch cw.k {
-			case kEmpty:
-				vals = append(vals, nil)
-			case kNumber:
-				vals = append(vals, cw.n)
-			case kString:
-				vals = append(vals, cw.s)
-			case kBool:
-				vals = append(vals, cw.n != 0)
-			case kDate:
-				ds, err := e.dateStyle(colStyle(a.c1+j), cw.dk)
-				if err != nil {
-					return err
-				}
-				vals = append(vals, excelize.Cell{StyleID: ds, Value: cw.n})
-			case kPending:
-				e.recalc = true
-				vals = append(vals, excelize.Cell{Formula: cw.s})
-			}
-		}
-		if err := sw.SetRow(cellName(a.c1, a.r1+i), vals); err != nil {
-			return excelWriteError(err)
-		}
-	}
-	return excelWriteError(sw.Flush())
-}
-
 func (svc *service) writeCell(ctx context.Context, c *hostapi.Call) (any, error) {
 	col, row, err := cellArg(c, "cell")
 	if err != nil {
 		return nil, err
 	}
-	_, hasValue := c.Args["value"]
+	// null means absent (decode.go): the value is kept. "" clears it.
+	hasValue := c.Args.Has("value")
 	formula := strings.TrimPrefix(strings.TrimSpace(c.Args.String("formula")), "=")
 	if c.Args.Has("formula") && formula == "" {
 		return nil, apierr.New(apierr.ValidationFailed, "formula is empty; pass a formula such as \"SUM(A1:A3)\"")
 	}
-	if formula != "" && c.Args.Has("value") {
+	if formula != "" && hasValue {
 		return nil, apierr.New(apierr.ValidationFailed, "pass either a value or a formula, not both; the formula's result becomes the cell's value")
 	}
 	var fo formatOpts
@@ -320,30 +151,26 @@ func (svc *service) writeCell(ctx context.Context, c *hostapi.Call) (any, error)
 		}
 	}
 	if !hasValue && formula == "" && fo.empty() {
-		return nil, apierr.New(apierr.ValidationFailed, "nothing to write: pass a value (null clears the cell), a formula or a format")
+		return nil, apierr.New(apierr.ValidationFailed, "nothing to write: pass a value (\"\" clears the cell), a formula or a format")
 	}
 	_, err = svc.edit(ctx, c, func(e *editor) error {
 		idx, sheet, err := e.sheet(c.Args.Raw("sheet"))
 		if err != nil {
 			return err
 		}
-		var cw *cellWrite
+		var cell *cellBlock
 		if hasValue || formula != "" {
-			w := cellWrite{k: kPending, s: formula}
-			if formula == "" {
-				if w, err = parseCellWrite(c.Args["value"], e.wb.date1904); err != nil {
-					return apierr.New(apierr.ValidationFailed, "value: %v", err)
-				}
+			v := c.Args.Raw("value")
+			if formula != "" {
+				v = map[string]any{"formula": formula}
 			}
-			cw = &w
+			if cell, err = newCellBlock([]any{[]any{v}}, e.wb.date1904); err != nil {
+				return apierr.New(apierr.ValidationFailed, "value: %s", strings.TrimPrefix(apierr.Of(err).Message, "data[0][0]: "))
+			}
 		}
 		one := area{c1: col, c2: col, r1: row, r2: row}
-		formulas := cw != nil && e.hasFormulas()
-		if !formulas {
-			p := &patchSpec{}
-			if cw != nil {
-				p.vals, p.vr, p.vc = [][]cellWrite{{*cw}}, row, col
-			}
+		if cell == nil || !e.hasFormulas() {
+			p := &patchSpec{vals: cell, vr: row, vc: col}
 			setPatchFormat(e, p, one, fo)
 			return e.applyPatch(idx, p)
 		}
@@ -353,7 +180,7 @@ func (svc *service) writeCell(ctx context.Context, c *hostapi.Call) (any, error)
 		if err := e.valuesChange(); err != nil {
 			return err
 		}
-		if err := e.setCell(sheet, cellName(col, row), *cw); err != nil {
+		if err := e.setCell(sheet, cellName(col, row), cell.at(0, 0)); err != nil {
 			return err
 		}
 		if !fo.empty() {

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
@@ -27,8 +29,8 @@ import (
 // patchSpec is the set of changes to one sheet.
 type patchSpec struct {
 	// vals is a block of new values with its top-left at (vr, vc); row i
-	// covers columns vc … vc+len(vals[i])-1.
-	vals   [][]cellWrite
+	// covers columns vc … vc+len(vals.rows[i])-1. Nil: no values.
+	vals   *cellBlock
 	vr, vc int
 	// styleArea gets styleFn applied to every cell's style index.
 	styleArea *area
@@ -54,15 +56,34 @@ var errPatchOrder = errors.New("rows or cells are stored out of order")
 // memory until the workbook is written).
 const maxPatchXML = 512 << 20
 
+var errPatchTooLarge = apierr.New(apierr.TooLarge, "the rewritten sheet would exceed %d MB of XML; write the data to a new sheet or workbook", maxPatchXML>>20)
+
+// sizeHint estimates the XML the new values add, so that the output
+// buffer is allocated about once.
+func (p *patchSpec) sizeHint() int {
+	if p.vals == nil {
+		return 0
+	}
+	n := 24*len(p.vals.rows) + 24*p.vals.cells
+	for _, row := range p.vals.rows {
+		for _, v := range row {
+			if s, ok := v.(string); ok {
+				n += 24 + len(s)
+			}
+		}
+	}
+	return min(n, maxPatchXML)
+}
+
 func (p *patchSpec) valueRows() (int, int) {
-	if len(p.vals) == 0 {
+	if p.vals == nil || len(p.vals.rows) == 0 {
 		return 0, -1
 	}
-	return p.vr, p.vr + len(p.vals) - 1
+	return p.vr, p.vr + len(p.vals.rows) - 1
 }
 
 func (p *patchSpec) rowHasEdits(r int) bool {
-	if lo, hi := p.valueRows(); r >= lo && r <= hi && len(p.vals[r-lo]) > 0 {
+	if lo, hi := p.valueRows(); r >= lo && r <= hi && len(p.vals.rows[r-lo]) > 0 {
 		return true
 	}
 	return p.styleArea != nil && r >= p.styleArea.r1 && r <= p.styleArea.r2
@@ -73,7 +94,7 @@ func (p *patchSpec) nextEditRow(after int) (int, bool) {
 	best := math.MaxInt
 	if lo, hi := p.valueRows(); hi >= lo {
 		for r := max(after+1, lo); r <= hi; r++ {
-			if len(p.vals[r-lo]) > 0 {
+			if len(p.vals.rows[r-lo]) > 0 {
 				best = r
 				break
 			}
@@ -90,7 +111,7 @@ func (p *patchSpec) rowCols(r int, buf []int) []int {
 	buf = buf[:0]
 	vlo, vhi := 0, -1
 	if lo, hi := p.valueRows(); r >= lo && r <= hi {
-		vlo, vhi = p.vc, p.vc+len(p.vals[r-lo])-1
+		vlo, vhi = p.vc, p.vc+len(p.vals.rows[r-lo])-1
 	}
 	slo, shi := 0, -1
 	if a := p.styleArea; a != nil && r >= a.r1 && r <= a.r2 {
@@ -113,9 +134,8 @@ func (p *patchSpec) rowCols(r int, buf []int) []int {
 
 func (p *patchSpec) value(r, c int) (cellWrite, bool) {
 	if lo, hi := p.valueRows(); r >= lo && r <= hi {
-		row := p.vals[r-lo]
-		if j := c - p.vc; j >= 0 && j < len(row) {
-			return row[j], true
+		if j := c - p.vc; j >= 0 && j < len(p.vals.rows[r-lo]) {
+			return p.vals.at(r-lo, j), true
 		}
 	}
 	return cellWrite{}, false
@@ -133,6 +153,7 @@ type colSpan struct {
 
 // patcher holds the state of one rewrite.
 type patcher struct {
+	ctx    context.Context
 	p      *patchSpec
 	s      *xmlScanner
 	out    bytes.Buffer
@@ -148,6 +169,14 @@ type patcher struct {
 	hasDim           bool
 	curRow, lastCol  int // position of unedited rows' cells
 	filterDone       bool
+	lastDate         dateMemo
+
+	// Deferred rows (patchBlankSheet): where they go in out, and, while
+	// writeTo generates them, where they are flushed to.
+	deferRows bool
+	rowsAt    int
+	sink      io.Writer
+	flushed   int
 }
 
 // afterFilter are the worksheet children that follow <autoFilter> in the
@@ -177,11 +206,12 @@ func (pt *patcher) note(row, col int) {
 	u.c1, u.c2, u.r1, u.r2 = min(u.c1, col), max(u.c2, col), min(u.r1, row), max(u.r2, row)
 }
 
-// finish writes the final <dimension> in place of the original one.
-func (pt *patcher) finish() []byte {
-	out := pt.out.Bytes()
+// finish writes the final <dimension> in place of the original one; shift
+// is how far that moved the bytes after it.
+func (pt *patcher) finish() (out []byte, shift int) {
+	out = pt.out.Bytes()
 	if !pt.hasDim || !pt.hasUsed {
-		return out
+		return out, 0
 	}
 	ref := pt.used.String()
 	if pt.used.c1 == pt.used.c2 && pt.used.r1 == pt.used.r2 {
@@ -191,14 +221,149 @@ func (pt *patcher) finish() []byte {
 	res := make([]byte, 0, len(out)-(pt.dimEnd-pt.dimStart)+len(dim))
 	res = append(res, out[:pt.dimStart]...)
 	res = append(res, dim...)
-	return append(res, out[pt.dimEnd:]...)
+	return append(res, out[pt.dimEnd:]...), len(dim) - (pt.dimEnd - pt.dimStart)
 }
 
 // patchSheet applies p to the sheet XML read from r.
 func patchSheet(ctx context.Context, r io.Reader, size int64, p *patchSpec) ([]byte, error) {
-	pt := &patcher{p: p, s: newXMLScanner(r, 64<<20)}
+	pt, err := runPatch(ctx, r, size, p, false)
+	if err != nil {
+		return nil, err
+	}
+	out, _ := pt.finish()
+	return out, nil
+}
+
+// deferredRows is a blank sheet patched with its new rows left out: head
+// and tail are the XML around them, and writeTo generates them in between,
+// straight into the zip entry being saved.
+type deferredRows struct {
+	head, tail []byte
+	pt         *patcher
+}
+
+// patchBlankSheet applies p, a block of values, to the XML of a sheet
+// without rows, deferring the rows themselves.
+func patchBlankSheet(ctx context.Context, r io.Reader, size int64, p *patchSpec) (*deferredRows, error) {
+	pt, err := runPatch(ctx, r, size, p, true)
+	if err != nil {
+		return nil, err
+	}
+	if u, ok := p.vals.used(p.vr, p.vc); ok {
+		pt.note(u.r1, u.c1)
+		pt.note(u.r2, u.c2)
+	}
+	out, shift := pt.finish()
+	at := pt.rowsAt
+	if pt.hasDim && at >= pt.dimEnd {
+		at += shift
+	}
+	return &deferredRows{head: out[:at:at], tail: out[at:], pt: pt}, nil
+}
+
+// stub is the sheet without the deferred rows, for excelize to hold.
+func (d *deferredRows) stub() []byte {
+	return append(append([]byte{}, d.head...), d.tail...)
+}
+
+// writeTo writes the whole sheet to w, generating the rows in chunks that
+// w (a zip entry: deflate, then the store's hashing file writer) takes on
+// another goroutine, so that both halves of the work overlap.
+func (d *deferredRows) writeTo(w io.Writer) (err error) {
+	aw := newAsyncWriter(w, flushAt+64<<10)
+	defer func() {
+		if cerr := aw.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	pt := d.pt
+	pt.out = bytes.Buffer{}
+	pt.out.Grow(flushAt + 64<<10)
+	pt.sink = aw
+	if _, err := aw.Write(d.head); err != nil {
+		return err
+	}
+	last := 0
+	if err := pt.newRowsUpTo(&last, maxRows+1); err != nil {
+		return err
+	}
+	if err := pt.flush(); err != nil {
+		return err
+	}
+	_, err = aw.Write(d.tail)
+	return err
+}
+
+// asyncWriter writes to w on its own goroutine. Write copies p into one of
+// a few buffers and returns at once (or with the first error w gave);
+// Close waits for everything written to reach w.
+type asyncWriter struct {
+	w      io.Writer
+	full   chan []byte
+	free   chan []byte
+	done   chan struct{}
+	failed atomic.Bool
+	err    error // w's first error; read after failed or done
+}
+
+func newAsyncWriter(w io.Writer, size int) *asyncWriter {
+	const buffers = 3
+	a := &asyncWriter{w: w, full: make(chan []byte, buffers), free: make(chan []byte, buffers), done: make(chan struct{})}
+	for i := 0; i < buffers; i++ {
+		a.free <- make([]byte, 0, size)
+	}
+	go a.run()
+	return a
+}
+
+func (a *asyncWriter) run() {
+	defer close(a.done)
+	for b := range a.full {
+		if a.err == nil {
+			if _, a.err = a.w.Write(b); a.err != nil {
+				a.failed.Store(true)
+			}
+		}
+		a.free <- b[:0]
+	}
+}
+
+func (a *asyncWriter) Write(p []byte) (int, error) {
+	if a.failed.Load() {
+		return 0, a.err
+	}
+	b := <-a.free
+	a.full <- append(b, p...)
+	return len(p), nil
+}
+
+func (a *asyncWriter) Close() error {
+	close(a.full)
+	<-a.done
+	return a.err
+}
+
+// flushAt is how much generated XML a patcher with a sink buffers.
+const flushAt = 256 << 10
+
+// flush hands the buffered XML to the sink.
+func (pt *patcher) flush() error {
+	n, err := pt.sink.Write(pt.out.Bytes())
+	pt.flushed += n
+	pt.out.Reset()
+	return err
+}
+
+// runPatch runs the rewrite; with deferRows the sheet must have no rows,
+// and where new rows would go is only marked (rowsAt).
+func runPatch(ctx context.Context, r io.Reader, size int64, p *patchSpec, deferRows bool) (*patcher, error) {
+	pt := &patcher{ctx: ctx, p: p, s: newXMLScanner(r, 64<<20), deferRows: deferRows}
 	pt.s.keepAll = true
-	pt.out.Grow(int(min(size, 64<<20)) + 4096)
+	if deferRows {
+		pt.out.Grow(int(min(size, 64<<20)) + 4096)
+	} else {
+		pt.out.Grow(int(min(size, 64<<20)) + 4096 + p.sizeHint())
+	}
 	state := 0 // 0: before sheetData, 1: inside, 2: after
 	sawCols := false
 	lastRow := 0
@@ -209,7 +374,7 @@ func patchSheet(ctx context.Context, r io.Reader, size int64, p *patchSpec) ([]b
 				return nil, err
 			}
 			if pt.out.Len() > maxPatchXML {
-				return nil, apierr.New(apierr.TooLarge, "the rewritten sheet would exceed %d MB of XML; write the data to a new sheet or workbook", maxPatchXML>>20)
+				return nil, errPatchTooLarge
 			}
 		}
 		k, err := pt.s.next()
@@ -220,7 +385,7 @@ func patchSheet(ctx context.Context, r io.Reader, size int64, p *patchSpec) ([]b
 			if state != 2 {
 				return nil, errors.New("the worksheet has no complete <sheetData>")
 			}
-			return pt.finish(), nil
+			return pt, nil
 		}
 		s := pt.s
 		switch state {
@@ -261,6 +426,9 @@ func patchSheet(ctx context.Context, r io.Reader, size int64, p *patchSpec) ([]b
 		case 1:
 			switch {
 			case k == tokStart && string(s.name) == "row":
+				if deferRows {
+					return nil, errors.New("the sheet is not blank: it has rows")
+				}
 				rnum := lastRow + 1
 				if v, ok := attrValue(s.attrs, "r"); ok {
 					n, ok := atoiBytes(v, maxRows)
@@ -473,25 +641,52 @@ func (pt *patcher) colStyle(col int) int {
 }
 
 // newRowsUpTo writes the edited rows after *last and before limit that
-// the file does not have.
+// the file does not have. A big write into a blank sheet spends its time
+// here, so rows are appended straight into the output buffer. A patcher
+// deferring rows only marks where they go.
 func (pt *patcher) newRowsUpTo(last *int, limit int) error {
+	if pt.deferRows && pt.sink == nil {
+		pt.rowsAt = pt.out.Len()
+		return nil
+	}
 	after := *last
-	for {
+	for n := 0; ; n++ {
 		r, ok := pt.p.nextEditRow(after)
 		if !ok || r >= limit {
 			return nil
 		}
-		var cells bytes.Buffer
-		pt.colBuf = pt.p.rowCols(r, pt.colBuf)
-		for _, c := range pt.colBuf {
-			if err := pt.cellXML(&cells, r, c, nil, nil, pt.colStyle(c)); err != nil {
+		if n&1023 == 1023 {
+			if err := pt.ctx.Err(); err != nil {
+				return err
+			}
+			if pt.flushed+pt.out.Len() > maxPatchXML {
+				return errPatchTooLarge
+			}
+		}
+		if pt.sink != nil && pt.out.Len() >= flushAt {
+			if err := pt.flush(); err != nil {
 				return err
 			}
 		}
-		if cells.Len() > 0 {
-			fmt.Fprintf(&pt.out, `<%srow r="%d">`, pt.prefix, r)
-			pt.out.Write(cells.Bytes())
-			pt.out.WriteString("</" + pt.prefix + "row>")
+		b := pt.out.AvailableBuffer()
+		b = append(b, '<')
+		b = append(b, pt.prefix...)
+		b = append(b, `row r="`...)
+		b = strconv.AppendInt(b, int64(r), 10)
+		b = append(b, `">`...)
+		open := len(b)
+		pt.colBuf = pt.p.rowCols(r, pt.colBuf)
+		var err error
+		for _, c := range pt.colBuf {
+			if b, err = pt.appendCell(b, r, c, nil, nil, pt.colStyle(c)); err != nil {
+				return err
+			}
+		}
+		if len(b) > open {
+			b = append(b, "</"...)
+			b = append(b, pt.prefix...)
+			b = append(b, "row>"...)
+			pt.out.Write(b)
 		}
 		after = r
 	}
@@ -526,7 +721,7 @@ func (pt *patcher) editRow(rnum int) error {
 	lastCol := 0
 	flushBefore := func(col int) error {
 		for next < len(cols) && cols[next] < col {
-			if err := pt.cellXML(&pt.out, rnum, cols[next], nil, nil, inherit(cols[next])); err != nil {
+			if err := pt.writeCell(rnum, cols[next], nil, nil, inherit(cols[next])); err != nil {
 				return err
 			}
 			next++
@@ -576,7 +771,7 @@ func (pt *patcher) editRow(rnum int) error {
 				return err
 			}
 			if next < len(cols) && cols[next] == col {
-				if err := pt.cellXML(&pt.out, rnum, col, startRaw, inner, 0); err != nil {
+				if err := pt.writeCell(rnum, col, startRaw, inner, 0); err != nil {
 					return err
 				}
 				next++
@@ -599,9 +794,19 @@ func (pt *patcher) editRow(rnum int) error {
 	return nil
 }
 
-// cellXML writes the new form of cell (row, col). start/inner are the
-// existing element (nil for a new cell, whose style is inherited).
-func (pt *patcher) cellXML(w *bytes.Buffer, row, col int, start, inner []byte, inherited int) error {
+// writeCell writes the new form of cell (row, col) to the output.
+func (pt *patcher) writeCell(row, col int, start, inner []byte, inherited int) error {
+	b, err := pt.appendCell(pt.out.AvailableBuffer(), row, col, start, inner, inherited)
+	if err != nil {
+		return err
+	}
+	pt.out.Write(b)
+	return nil
+}
+
+// appendCell appends the new form of cell (row, col) to dst. start/inner
+// are the existing element (nil for a new cell, whose style is inherited).
+func (pt *patcher) appendCell(dst []byte, row, col int, start, inner []byte, inherited int) ([]byte, error) {
 	p := pt.p
 	style := inherited
 	var attrs [][2][]byte
@@ -621,89 +826,226 @@ func (pt *patcher) cellXML(w *bytes.Buffer, row, col int, start, inner []byte, i
 		})
 	}
 	val, hasVal := p.value(row, col)
+	styled := p.styled(row, col)
 	var err error
-	if hasVal && val.k == kDate && !p.isDate(style) {
-		if style, err = p.dateStyle(style, val.dk); err != nil {
-			return err
+	if hasVal && val.k == kDate {
+		if style, err = pt.dateStyle(style, val.dk); err != nil {
+			return dst, err
 		}
 	}
-	if p.styled(row, col) {
+	if styled {
 		if style, err = p.styleFn(style); err != nil {
-			return err
+			return dst, err
 		}
 	}
-	if start == nil && hasVal && val.k == kEmpty && style == inherited && !p.styled(row, col) {
-		return nil // clearing a cell that does not exist
+	if start == nil && hasVal && val.k == kEmpty && style == inherited && !styled {
+		return dst, nil // clearing a cell that does not exist
 	}
 	pt.note(row, col)
 	pre := pt.prefix
-	w.WriteString("<" + pre + `c r="` + cellName(col, row) + `"`)
+	dst = append(dst, '<')
+	dst = append(dst, pre...)
+	dst = append(dst, `c r="`...)
+	dst = appendCellName(dst, col, row)
+	dst = append(dst, '"')
 	if style != 0 {
-		w.WriteString(` s="` + strconv.Itoa(style) + `"`)
+		dst = append(dst, ` s="`...)
+		dst = strconv.AppendInt(dst, int64(style), 10)
+		dst = append(dst, '"')
 	}
-	var content []byte
 	switch {
 	case !hasVal:
 		if oldType != nil {
-			w.WriteString(` t="` + string(oldType) + `"`)
+			dst = append(dst, ` t="`...)
+			dst = append(dst, oldType...)
+			dst = append(dst, '"')
 		}
-		content = inner
-	case val.k == kNumber || val.k == kDate:
-		content = []byte("<" + pre + "v>" + formatNumber(val.n) + "</" + pre + "v>")
 	case val.k == kBool:
-		w.WriteString(` t="b"`)
-		content = []byte("<" + pre + "v>" + strconv.Itoa(int(val.n)) + "</" + pre + "v>")
+		dst = append(dst, ` t="b"`...)
 	case val.k == kString:
-		w.WriteString(` t="inlineStr"`)
-		content = []byte("<" + pre + `is><` + pre + `t xml:space="preserve">` + escapeCellText(val.s) + "</" + pre + "t></" + pre + "is>")
-	case val.k == kPending:
-		p.recalc = true
-		content = []byte("<" + pre + "f>" + escapeCellText(val.s) + "</" + pre + "f>")
+		dst = append(dst, ` t="inlineStr"`...)
 	}
 	for _, a := range attrs {
 		// Value metadata belongs to the old value.
 		if hasVal && (string(a[0]) == "cm" || string(a[0]) == "vm") {
 			continue
 		}
-		w.WriteString(" " + string(a[0]) + `="` + string(a[1]) + `"`)
+		dst = append(dst, ' ')
+		dst = append(dst, a[0]...)
+		dst = append(dst, `="`...)
+		dst = append(dst, a[1]...)
+		dst = append(dst, '"')
 	}
-	if len(content) == 0 {
-		w.WriteString("/>")
-		return nil
+	open := func(tag string) {
+		dst = append(dst, '<')
+		dst = append(dst, pre...)
+		dst = append(dst, tag...)
 	}
-	w.WriteString(">")
-	w.Write(content)
-	w.WriteString("</" + pre + "c>")
-	return nil
+	closeTag := func(tag string) {
+		dst = append(dst, "</"...)
+		dst = append(dst, pre...)
+		dst = append(dst, tag...)
+		dst = append(dst, '>')
+	}
+	switch {
+	case !hasVal && len(inner) == 0, hasVal && val.k == kEmpty:
+		return append(dst, "/>"...), nil
+	case !hasVal:
+		dst = append(dst, '>')
+		dst = append(dst, inner...)
+	case val.k == kNumber || val.k == kDate:
+		dst = append(dst, '>')
+		open("v>")
+		dst = appendNumber(dst, val.n)
+		closeTag("v")
+	case val.k == kBool:
+		dst = append(dst, '>')
+		open("v>")
+		dst = append(dst, '0'+byte(val.n))
+		closeTag("v")
+	case val.k == kString:
+		dst = append(dst, '>')
+		open("is>")
+		open("t")
+		if needsPreserve(val.s) {
+			dst = append(dst, ` xml:space="preserve"`...)
+		}
+		dst = append(dst, '>')
+		dst = appendCellText(dst, val.s)
+		closeTag("t")
+		closeTag("is")
+	case val.k == kPending:
+		p.recalc = true
+		dst = append(dst, '>')
+		open("f>")
+		dst = appendCellText(dst, val.s)
+		closeTag("f")
+	}
+	closeTag("c")
+	return dst, nil
 }
 
-// formatNumber writes a number as Excel does: plain decimals, exponent
-// form only for very large or very small magnitudes.
-func formatNumber(f float64) string {
-	if a := math.Abs(f); a != 0 && (a >= 1e15 || a < 1e-5) {
-		return strconv.FormatFloat(f, 'E', -1, 64)
+// dateStyle is the style a date written over style gets: style itself
+// when it formats dates already. Runs of dates share the answer.
+func (pt *patcher) dateStyle(style int, dk dateKind) (int, error) {
+	if m := pt.lastDate; m.ok && m.from == style && m.dk == dk {
+		return m.to, nil
 	}
-	return strconv.FormatFloat(f, 'f', -1, 64)
-}
-
-// escapeCellText escapes text for element content: XML specials, and
-// bstrEscape.
-func escapeCellText(s string) string {
-	s = bstrEscape(s)
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '&':
-			b.WriteString("&amp;")
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		default:
-			b.WriteByte(c)
+	to := style
+	if !pt.p.isDate(style) {
+		var err error
+		if to, err = pt.p.dateStyle(style, dk); err != nil {
+			return 0, err
 		}
 	}
-	return b.String()
+	pt.lastDate = dateMemo{ok: true, from: style, dk: dk, to: to}
+	return to, nil
+}
+
+type dateMemo struct {
+	ok       bool
+	from, to int
+	dk       dateKind
+}
+
+// appendCellName appends an A1 reference without allocating.
+func appendCellName(dst []byte, col, row int) []byte {
+	var b [4]byte
+	i := len(b)
+	for n := col; n > 0; n /= 26 {
+		n--
+		i--
+		b[i] = byte('A' + n%26)
+	}
+	dst = append(dst, b[i:]...)
+	return strconv.AppendInt(dst, int64(row), 10)
+}
+
+// appendNumber writes a number as Excel does: integers and plain decimals,
+// exponent form only for very large or very small magnitudes.
+func appendNumber(dst []byte, f float64) []byte {
+	a := math.Abs(f)
+	switch {
+	case a < 1e15 && f == math.Trunc(f):
+		return strconv.AppendInt(dst, int64(f), 10)
+	case a != 0 && (a >= 1e15 || a < 1e-5):
+		return strconv.AppendFloat(dst, f, 'E', -1, 64)
+	}
+	return strconv.AppendFloat(dst, f, 'f', -1, 64)
+}
+
+// needsPreserve reports whether text starts or ends with whitespace, which
+// XML readers keep only under xml:space="preserve" (excelize's rule).
+func needsPreserve(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range [2]byte{s[0], s[len(s)-1]} {
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			return true
+		}
+	}
+	return false
+}
+
+// textSpecial marks the ASCII bytes appendCellText must look at: XML's
+// specials, control characters XML 1.0 cannot carry, and the underscore
+// of a literal "_xHHHH_".
+var textSpecial = func() (t [utf8.RuneSelf]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = c != '\t' && c != '\n'
+	}
+	t['&'], t['<'], t['>'], t['_'] = true, true, true, true
+	return t
+}()
+
+// appendCellText appends text as element content: XML specials escaped,
+// control characters as Excel's _xHHHH_ escapes, a literal "_xHHHH_" with
+// its underscore escaped so that it reads back unchanged, and bytes that
+// are not UTF-8 (or U+FFFE/U+FFFF, which XML forbids) as U+FFFD.
+func appendCellText(dst []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if !textSpecial[c] || (c == '_' && !literalEscape(s, i)) {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '&':
+				dst = append(dst, "&amp;"...)
+			case '<':
+				dst = append(dst, "&lt;"...)
+			case '>':
+				dst = append(dst, "&gt;"...)
+			case '_':
+				dst = append(dst, "_x005F_"...)
+			default:
+				const hex = "0123456789ABCDEF"
+				dst = append(dst, '_', 'x', '0', '0', hex[c>>4], hex[c&15], '_')
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == 0xFFFE || r == 0xFFFF {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\uFFFD"...)
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(dst, s[start:]...)
+}
+
+// literalEscape reports whether s[i:] starts with text of the form _xHHHH_.
+func literalEscape(s string, i int) bool {
+	return i+7 <= len(s) && s[i+1] == 'x' && s[i+6] == '_' && isHex4(s[i+2:i+6])
 }
 
 // bstrEscape writes the characters XML 1.0 cannot carry as Excel's _xHHHH_
@@ -712,7 +1054,7 @@ func escapeCellText(s string) string {
 func bstrEscape(s string) string {
 	need := false
 	for i := 0; i < len(s) && !need; i++ {
-		need = (s[i] < 0x20 && s[i] != '\t' && s[i] != '\n') || (s[i] == '_' && i+7 <= len(s) && s[i+1] == 'x' && s[i+6] == '_' && isHex4(s[i+2:i+6]))
+		need = (s[i] < 0x20 && s[i] != '\t' && s[i] != '\n') || (s[i] == '_' && literalEscape(s, i))
 	}
 	if !need {
 		return s
@@ -721,7 +1063,7 @@ func bstrEscape(s string) string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case c == '_' && i+7 <= len(s) && s[i+1] == 'x' && s[i+6] == '_' && isHex4(s[i+2:i+6]):
+		case c == '_' && literalEscape(s, i):
 			b.WriteString("_x005F_")
 		case c < 0x20 && c != '\t' && c != '\n':
 			fmt.Fprintf(&b, "_x%04X_", c)

@@ -131,7 +131,7 @@ func TestPatchPrefixedAndEmptySheets(t *testing.T) {
 func TestPatchEscapes(t *testing.T) {
 	for _, s := range []string{"plain", "a<b>&c", "_x0041_", "_x005F_", "\x01\x1f", "tab\tnl\ncr\r", "ünï€😀"} {
 		var b bytes.Buffer
-		b.WriteString(`<is><t>` + escapeCellText(s) + `</t></is>`)
+		b.WriteString(`<is><t>` + string(appendCellText(nil, s)) + `</t></is>`)
 		var is struct {
 			T string `xml:"t"`
 		}
@@ -142,9 +142,20 @@ func TestPatchEscapes(t *testing.T) {
 			t.Errorf("%q reads back as %q", s, got)
 		}
 	}
-	for f, want := range map[float64]string{0: "0", 1.5: "1.5", -2: "-2", 1e20: "1E+20", 1.25e-7: "1.25E-07", 123456789.125: "123456789.125"} {
-		if got := formatNumber(f); got != want {
-			t.Errorf("formatNumber(%v) = %s, want %s", f, got, want)
+	// Bytes that are not UTF-8, and the two code points XML forbids, read
+	// back as U+FFFD instead of making the sheet unreadable.
+	for s, want := range map[string]string{"a\xffb": "a\uFFFDb", "x\uFFFEy\uFFFF": "x\uFFFDy\uFFFD", "\xc3": "\uFFFD"} {
+		var is struct {
+			T string `xml:"t"`
+		}
+		if err := xml.Unmarshal(append(append([]byte(`<is><t>`), appendCellText(nil, s)...), `</t></is>`...), &is); err != nil || is.T != want {
+			t.Errorf("%q reads back as %q (%v), want %q", s, is.T, err, want)
+		}
+	}
+	for f, want := range map[float64]string{0: "0", 1.5: "1.5", -2: "-2", 1e20: "1E+20", 1.25e-7: "1.25E-07", 123456789.125: "123456789.125",
+		4503599627370497: "4.503599627370497E+15", -1e15: "-1E+15", 999999999999999: "999999999999999", 0.1: "0.1"} {
+		if got := string(appendNumber(nil, f)); got != want {
+			t.Errorf("appendNumber(%v) = %s, want %s", f, got, want)
 		}
 	}
 	if g := setAttr([]byte(`<c r="A1" s="2"/>`), "s", "7"); string(g) != `<c r="A1" s="7"/>` {

@@ -157,35 +157,16 @@ func resolveSheet(names []string, arg any) (int, error) {
 			return n - 1, nil
 		}
 		return 0, apierr.New(apierr.NotFound, "sheet %q not found; sheets are: %s", a, list)
+	case int64:
+		if a < 1 || a > int64(len(names)) {
+			return 0, apierr.New(apierr.NotFound, "sheet %d does not exist; the workbook has %d sheet(s): %s", a, len(names), list)
+		}
+		return int(a) - 1, nil
 	case nil:
 		return 0, apierr.New(apierr.ValidationFailed, "sheet is missing; pass a sheet name or a 1-based index; sheets are: %s", list)
-	default:
-		f, ok := toFloat(arg)
-		if !ok || f != float64(int(f)) {
-			return 0, apierr.New(apierr.ValidationFailed, "sheet must be a name or a 1-based index; sheets are: %s", list)
-		}
-		n := int(f)
-		if n < 1 || n > len(names) {
-			return 0, apierr.New(apierr.NotFound, "sheet %d does not exist; the workbook has %d sheet(s): %s", n, len(names), list)
-		}
-		return n - 1, nil
 	}
-}
-
-func toFloat(v any) (float64, bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case int32:
-		return float64(x), true
-	}
-	return 0, false
+	// The registry's schema admits only a name or an integer.
+	return 0, apierr.New(apierr.ValidationFailed, "sheet must be a name or a 1-based index; sheets are: %s", list)
 }
 
 func quoteList(names []string) string {

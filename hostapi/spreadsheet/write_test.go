@@ -236,10 +236,22 @@ func TestWriteCell(t *testing.T) {
 	ok(map[string]any{"cell": "D2", "formula": "=C2*2", "format": map[string]any{"bold": true, "fill_color": "#FFFF00"}})
 	ok(map[string]any{"cell": "E2", "value": "2024-06-30"})
 	ok(map[string]any{"cell": "A9", "value": "gone soon"})
-	ok(map[string]any{"cell": "A9", "value": nil}) // clears
+	ok(map[string]any{"cell": "A9", "value": ""}) // clears
+	// null is an absent value (the door's rule for optional arguments):
+	// with nothing else to write it is refused, with a format it keeps
+	// the value.
+	_, err := te.tool("spreadsheet_write_cell", map[string]any{"id": "c.xlsx", "sheet": "Sheet1", "cell": "A8", "value": nil})
+	wantCode(t, err, apierr.ValidationFailed, "nothing to write", `"" clears the cell`)
+	ok(map[string]any{"cell": "A8", "value": nil, "format": map[string]any{"bold": true}})
 	ok(map[string]any{"cell": "B1", "format": map[string]any{"italic": true}})
 	wantGrid(t, te.readRange("c.xlsx", "Sheet1", "A2:E2"), [][]any{{nil, "hello", 42.0, 84.0, "2024-06-30"}})
 	wantGrid(t, te.readRange("c.xlsx", "Sheet1", "A8:A9"), [][]any{{"keep me"}, {nil}})
+	if c := te.cell("c.xlsx", "Sheet1", "A8"); c["value"] != "keep me" || c["format"].(map[string]any)["bold"] != true {
+		t.Fatalf("A8 %v", c)
+	}
+	if c := te.cell("c.xlsx", "Sheet1", "A9"); c["type"] != "empty" || c["value"] != nil {
+		t.Fatalf("A9 %v", c)
+	}
 	c := te.cell("c.xlsx", "Sheet1", "C2")
 	if c["format"].(map[string]any)["numberFormat"] != "0.00%" || c["value"] != 42.0 {
 		t.Fatalf("C2 %v", c)
