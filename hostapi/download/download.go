@@ -225,6 +225,9 @@ func parseURL(rawURL string) (*url.URL, error) {
 	if u.Hostname() == "" {
 		return nil, apierr.New(apierr.ValidationFailed, "the download URL has no host; give an absolute http:// or https:// URL")
 	}
+	if _, _, err := hostLiteral(u.Hostname()); err != nil {
+		return nil, err
+	}
 	return u, nil
 }
 
@@ -328,9 +331,16 @@ func (dl *dialer) DialContext(ctx context.Context, network, addr string) (net.Co
 	return nil, firstErr
 }
 
-// resolve turns host into addresses without any DNS for IP literals.
+// resolve turns host into addresses without any DNS for IP literals; a
+// host that ends in a number is an IP literal or refused, never looked up.
+// It sees every hop's host as the transport dials it (after IDNA mapping,
+// so "127。1" arrives here as "127.1").
 func (dl *dialer) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
-	if ip, err := netip.ParseAddr(host); err == nil {
+	ip, isLiteral, err := hostLiteral(host)
+	if err != nil {
+		return nil, err
+	}
+	if isLiteral {
 		return []netip.Addr{ip.Unmap()}, nil
 	}
 	// RFC 6761: localhost names always mean this machine, whatever DNS
