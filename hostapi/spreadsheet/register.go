@@ -103,6 +103,12 @@ func formatObjectSchema() hostapi.Schema {
 	}}
 }
 
+// salesFixture is the workbook the examples work on (testdata/examples):
+// a "Sales" sheet (header, five rows of region, product, units, price,
+// date and a Units×Price formula, a SUM row) and a "Notes" sheet, written
+// by LibreOffice.
+var salesFixture = []string{"sales.xlsx"}
+
 func (svc *service) ops() []hostapi.Op {
 	return []hostapi.Op{
 		{
@@ -112,6 +118,12 @@ func (svc *service) ops() []hostapi.Op {
 			Params:   []hostapi.Param{hostapi.Ref("")},
 			Result:   []SheetInfo(nil),
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:   "The sheets of a two-sheet workbook, with the size of what they hold",
+				Args:  map[string]any{"id": "sales.xlsx"},
+				Want:  []any{map[string]any{"name": "Sales", "rows": 7, "columns": 6}, map[string]any{"name": "Notes", "rows": 2, "columns": 1}},
+				Files: salesFixture,
+			}},
 			Handler: svc.listSheets,
 		},
 		{
@@ -122,6 +134,15 @@ func (svc *service) ops() []hostapi.Op {
 			Params:   []hostapi.Param{hostapi.Ref(""), sheetParam()},
 			Result:   SheetSummary{},
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:  "Headers, column types and sample rows of a sheet before reading it",
+				Args: map[string]any{"id": "sales.xlsx", "sheet": "Sales"},
+				Want: map[string]any{"sheet": "Sales", "rows": 7, "columns": 6, "header_row": 1,
+					"headers":      []any{"Region", "Product", "Units", "Price", "Date", "Total"},
+					"column_types": []any{"string", "string", "number", "number", "date", "number"},
+					"top_rows":     []any{[]any{"North", "Widget", 12, 2.5, "2024-01-15", 30}}},
+				Files: salesFixture,
+			}},
 			Handler: svc.getSheetSummary,
 		},
 		{
@@ -133,6 +154,18 @@ func (svc *service) ops() []hostapi.Op {
 				rangeParam("A1 range such as \"A1:D50\", a cell \"B7\", whole columns \"A:C\" or whole rows \"2:10\"")},
 			Result:   [][]any(nil),
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:  "The header and first two rows: numbers as numbers, dates as ISO strings, formulas as their values",
+				Args: map[string]any{"id": "sales.xlsx", "sheet": "Sales", "range": "A1:F3"},
+				Want: []any{[]any{"Region", "Product", "Units", "Price", "Date", "Total"},
+					[]any{"North", "Widget", 12, 2.5, "2024-01-15", 30}, []any{"South", "Gadget", 5, 10, "2024-01-20", 50}},
+				Files: salesFixture,
+			}, {
+				Doc:   "A sheet by its 1-based index, and a total row with empty cells as null",
+				Args:  map[string]any{"id": "sales.xlsx", "sheet": 1, "range": "A7:F7"},
+				Want:  []any{[]any{"Total", nil, 35, nil, nil, 230}},
+				Files: salesFixture,
+			}},
 			Handler: svc.readRange,
 		},
 		{
@@ -149,6 +182,18 @@ func (svc *service) ops() []hostapi.Op {
 			},
 			Result:      WriteRangeResult{},
 			Destructive: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc: "Append a row under the data: text, numbers, a date and a formula",
+				Args: map[string]any{"id": "sales.xlsx", "sheet": "Sales", "start_cell": "A8",
+					"data": []any{[]any{"West", "Widget", 4, 2.5, "2024-03-05", map[string]any{"formula": "C8*D8"}}}},
+				Want:  map[string]any{"range": "A8:F8", "cells": 6},
+				Files: salesFixture,
+			}, {
+				Doc:   "Write a small table into the second sheet, leaving a cell empty with null",
+				Args:  map[string]any{"id": "sales.xlsx", "sheet": 2, "start_cell": "C1", "data": []any{[]any{"Rate", 1.08}, []any{"Updated", nil}}},
+				Want:  map[string]any{"range": "C1:D2", "cells": 4},
+				Files: salesFixture,
+			}},
 			Handler: svc.writeRange,
 		},
 		{
@@ -159,6 +204,17 @@ func (svc *service) ops() []hostapi.Op {
 			Params:   []hostapi.Param{hostapi.Ref(""), sheetParam(), cellParam()},
 			Result:   CellInfo{},
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:   "A formula cell: its value, its formula and its number format",
+				Args:  map[string]any{"id": "sales.xlsx", "sheet": "Sales", "cell": "F7"},
+				Want:  map[string]any{"value": 230, "formula": "SUM(F2:F6)", "type": "number", "format": map[string]any{"number_format": "0.00"}},
+				Files: salesFixture,
+			}, {
+				Doc:   "A date cell reads as an ISO date",
+				Args:  map[string]any{"id": "sales.xlsx", "sheet": "Sales", "cell": "E2"},
+				Want:  map[string]any{"value": "2024-01-15", "type": "date", "formula": nil},
+				Files: salesFixture,
+			}},
 			Handler: svc.readCell,
 		},
 		{
@@ -173,6 +229,22 @@ func (svc *service) ops() []hostapi.Op {
 			},
 			Result:      OKResult{},
 			Destructive: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:   "Change a price; the totals that use it are recalculated when read",
+				Args:  map[string]any{"id": "sales.xlsx", "sheet": "Sales", "cell": "D2", "value": 2.75},
+				Want:  map[string]any{"ok": true},
+				Files: salesFixture,
+			}, {
+				Doc:   "A new bold header cell",
+				Args:  map[string]any{"id": "sales.xlsx", "sheet": "Sales", "cell": "G1", "value": "Margin", "format": map[string]any{"bold": true}},
+				Want:  map[string]any{"ok": true},
+				Files: salesFixture,
+			}, {
+				Doc:   "A formula with a number format",
+				Args:  map[string]any{"id": "sales.xlsx", "sheet": "Sales", "cell": "G2", "formula": "F2/C2", "format": "0.00"},
+				Want:  map[string]any{"ok": true},
+				Files: salesFixture,
+			}},
 			Handler: svc.writeCell,
 		},
 		{
@@ -180,7 +252,13 @@ func (svc *service) ops() []hostapi.Op {
 			Doc: "Add an empty worksheet at the end of the workbook. Names have at most 31 characters and none of : \\ / ? * [ ]. Returns {sheets: [names]}.",
 			Params: []hostapi.Param{hostapi.Ref(""),
 				{Name: "name", Required: true, Schema: hostapi.Schema{"type": "string", "minLength": 1, "maxLength": 31}, Doc: "New sheet name"}},
-			Result:  SheetsResult{},
+			Result: SheetsResult{},
+			Examples: []hostapi.Example{{
+				Doc:   "Add a sheet at the end",
+				Args:  map[string]any{"id": "sales.xlsx", "name": "Summary"},
+				Want:  map[string]any{"sheets": []any{"Sales", "Notes", "Summary"}},
+				Files: salesFixture,
+			}},
 			Handler: svc.addSheet,
 		},
 		{
@@ -190,7 +268,13 @@ func (svc *service) ops() []hostapi.Op {
 				{Name: "name", Required: true, Schema: sheetSchema(), Doc: "Sheet name or 1-based index"}},
 			Result:      SheetsResult{},
 			Destructive: true,
-			Handler:     svc.deleteSheet,
+			Examples: []hostapi.Example{{
+				Doc:   "Delete a sheet by name",
+				Args:  map[string]any{"id": "sales.xlsx", "name": "Notes"},
+				Want:  map[string]any{"sheets": []any{"Sales"}},
+				Files: salesFixture,
+			}},
+			Handler: svc.deleteSheet,
 		},
 		{
 			Name: "files.spreadsheet.insertRows", Tool: "spreadsheet_insert_rows",
@@ -200,7 +284,13 @@ func (svc *service) ops() []hostapi.Op {
 				{Name: "after_row", Required: true, Schema: hostapi.Schema{"type": "integer", "minimum": 0, "maximum": maxRows - 1}, Doc: "Row to insert after; 0 for the top"},
 				{Name: "count", Required: true, Schema: hostapi.Schema{"type": "integer", "minimum": 1, "maximum": maxRows - 1}, Doc: "Number of rows to insert"},
 			},
-			Result:  RowsResult{},
+			Result: RowsResult{},
+			Examples: []hostapi.Example{{
+				Doc:   "Two empty rows under the header; the data and the formulas move down",
+				Args:  map[string]any{"id": "sales.xlsx", "sheet": "Sales", "after_row": 1, "count": 2},
+				Want:  map[string]any{"rows": 9},
+				Files: salesFixture,
+			}},
 			Handler: svc.insertRows,
 		},
 		{
@@ -213,7 +303,13 @@ func (svc *service) ops() []hostapi.Op {
 			},
 			Result:      RowsResult{},
 			Destructive: true,
-			Handler:     svc.deleteRows,
+			Examples: []hostapi.Example{{
+				Doc:   "Delete one data row; the rows below move up",
+				Args:  map[string]any{"id": "sales.xlsx", "sheet": "Sales", "start_row": 6, "count": 1},
+				Want:  map[string]any{"rows": 6},
+				Files: salesFixture,
+			}},
+			Handler: svc.deleteRows,
 		},
 		{
 			Name: "files.spreadsheet.setFormat", Tool: "spreadsheet_set_format",
@@ -224,7 +320,19 @@ func (svc *service) ops() []hostapi.Op {
 				rangeParam("A1 range to format, e.g. \"A1:D1\" or whole columns \"B:C\"")}, formatProps()...),
 			Result:     OKResult{},
 			Idempotent: true,
-			Handler:    svc.setFormat,
+			Examples: []hostapi.Example{{
+				Doc: "A bold, shaded header row with wider columns",
+				Args: map[string]any{"id": "sales.xlsx", "sheet": "Sales", "range": "A1:F1", "bold": true, "fill_color": "#DDEBF7",
+					"column_width": 14},
+				Want:  map[string]any{"ok": true},
+				Files: salesFixture,
+			}, {
+				Doc:   "Money format on whole columns (they cover the used rows)",
+				Args:  map[string]any{"id": "sales.xlsx", "sheet": "Sales", "range": "D:D", "number_format": "#,##0.00"},
+				Want:  map[string]any{"ok": true},
+				Files: salesFixture,
+			}},
+			Handler: svc.setFormat,
 		},
 		{
 			Name: "files.spreadsheet.autoFilter", Tool: "spreadsheet_auto_filter",
@@ -233,7 +341,13 @@ func (svc *service) ops() []hostapi.Op {
 				rangeParam("A1 range including the header row, e.g. \"A1:F200\"")},
 			Result:     OKResult{},
 			Idempotent: true,
-			Handler:    svc.autoFilter,
+			Examples: []hostapi.Example{{
+				Doc:   "Filter drop-downs on the header of the data",
+				Args:  map[string]any{"id": "sales.xlsx", "sheet": "Sales", "range": "A1:F6"},
+				Want:  map[string]any{"ok": true},
+				Files: salesFixture,
+			}},
+			Handler: svc.autoFilter,
 		},
 	}
 }
