@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,6 +103,36 @@ func BenchmarkViewByID(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := w.View(ctx, f.ID, func(f *File, path string) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCreateSmall is the store's write path for a small new file (a
+// derived image, a saved report): temp file, sha256, fsync, rename,
+// metadata transaction, event.
+func BenchmarkCreateSmall(b *testing.B) {
+	s := openTest(b, Config{})
+	w := s.Workspace("default")
+	body := strings.Repeat("x", 4096)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := w.Create(ctx, CreateOptions{Name: "f" + strconv.Itoa(i)}, strings.NewReader(body)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOverwriteSmall replaces a small file's body by name.
+func BenchmarkOverwriteSmall(b *testing.B) {
+	s := openTest(b, Config{})
+	w := s.Workspace("default")
+	body := strings.Repeat("x", 4096)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := w.Create(ctx, CreateOptions{Name: "out.jpg", Overwrite: true}, strings.NewReader(body)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -136,18 +136,17 @@ func (l *eventLog) committed(evs []Event) {
 func (l *eventLog) Subscribe(ws string, after uint64) (<-chan Event, func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
-		ch := make(chan Event)
-		close(ch)
-		return ch, func() {}
-	}
 	ctx := context.Background()
-	if l.conn == nil {
-		if err := l.start(ctx); err != nil {
-			ch := make(chan Event)
-			close(ch) // the subscriber retries as after a fall-behind
-			return ch, func() {}
-		}
+	if !l.closed && l.conn == nil && l.start(ctx) != nil {
+		l.closed = true // the database is gone; the store is closing
+	}
+	if l.closed {
+		// Nothing will ever come. The channel stays open until cancel:
+		// a closed one would tell the subscriber to resubscribe at once,
+		// which it would do in a loop.
+		ch := make(chan Event)
+		var once sync.Once
+		return ch, func() { once.Do(func() { close(ch) }) }
 	}
 	// One read snapshot: catch everyone up to it, then replay from it, so
 	// that nothing is lost or repeated between the replay and live events.

@@ -99,6 +99,16 @@ func TestPlantedSymlinkBody(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// And a backup replaced by a link.
+	third := create(t, w, "third.txt", "t1")
+	if _, err := w.Modify(ctx, "third.txt", func(_ *File, _ string, out io.Writer) error { _, err := io.WriteString(out, "t2"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(s.backupPath(third.ID))
+	os.Symlink(secret, s.backupPath(third.ID))
+	if _, err := w.Revert(ctx, "third.txt"); apierr.CodeOf(err) != apierr.FileReadFailed {
+		t.Fatalf("revert to a planted link: %v", err)
+	}
 	if _, err := w.Open(ctx, "plain.txt"); apierr.CodeOf(err) != apierr.FileReadFailed || strings.Contains(err.Error(), s.cfg.Dir) {
 		t.Fatalf("open through a planted link: %v", err)
 	}
@@ -114,7 +124,11 @@ func TestPlantedSymlinkBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Problems) != 2 || rep.Problems[0].Kind != "symlink_body" || rep.Problems[1].Kind != "symlink_body" {
+	kinds := map[string]int{}
+	for _, p := range rep.Problems {
+		kinds[p.Kind]++
+	}
+	if len(rep.Problems) != 3 || kinds["symlink_body"] != 2 || kinds["symlink_backup"] != 1 {
 		t.Fatalf("fsck: %+v", rep.Problems)
 	}
 	rep, err = s.Fsck(ctx, true)
@@ -129,6 +143,15 @@ func TestPlantedSymlinkBody(t *testing.T) {
 	}
 	if got := readAll(t, w, "edited.txt"); got != "v1" {
 		t.Fatalf("the backup replaced the planted link: %q", got)
+	}
+	if got := readAll(t, w, "third.txt"); got != "t2" {
+		t.Fatalf("third.txt: %q", got)
+	}
+	if _, err := w.Revert(ctx, "third.txt"); apierr.CodeOf(err) != apierr.NotFound {
+		t.Fatalf("revert after the planted backup was dropped: %v", err)
+	}
+	if _, err := os.Lstat(s.backupPath(third.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the planted backup link is still there: %v", err)
 	}
 	checkClean(t, s)
 }

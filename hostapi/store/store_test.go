@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -437,4 +438,80 @@ func TestFileNamedLikeAnID(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkClean(t, s)
+}
+
+// A data directory written by the previous version (no backup columns, no
+// event tables) opens: existing backups start counting toward the quota
+// and still revert.
+func TestOpenMigratesOlderSchema(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"files", "backups"} {
+		os.MkdirAll(filepath.Join(dir, d), 0o750)
+	}
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "metaclaw.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Exec(`CREATE TABLE agent_files (
+		_id TEXT PRIMARY KEY, workspace TEXT NOT NULL, name TEXT NOT NULL, mime_type TEXT NOT NULL,
+		size INTEGER NOT NULL, disk_path TEXT NOT NULL,
+		source TEXT NOT NULL CHECK (source IN ('upload','created','derived')),
+		source_session_id TEXT NOT NULL DEFAULT '', created_on TEXT NOT NULL, modified_on TEXT NOT NULL,
+		sha256 TEXT NOT NULL, has_backup INTEGER NOT NULL DEFAULT 0, UNIQUE (workspace, name));
+	INSERT INTO agent_files VALUES ('6f1c1a56-8d3e-4a59-9a43-0d7f2d2b0c11', 'default', 'notes.md', 'text/markdown', 3, 'body-v2',
+		'created', '', '2024-01-01T00:00:00.000000000Z', '2024-01-02T00:00:00.000000000Z', ?, 1)`, sum("new"))
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "files", "body-v2"), []byte("new"), 0o600)
+	os.WriteFile(filepath.Join(dir, "backups", "6f1c1a56-8d3e-4a59-9a43-0d7f2d2b0c11"), []byte("# old notes\n"), 0o600)
+
+	s := openTest(t, Config{Dir: dir})
+	w := s.Workspace("default")
+	u, err := w.UsageDetail(context.Background())
+	if err != nil || u.Files != 3 || u.Backups != 12 {
+		t.Fatalf("usage of a migrated workspace: %+v %v", u, err)
+	}
+	checkClean(t, s)
+	r, err := w.Revert(context.Background(), "notes.md")
+	if err != nil || r.Size != 12 || r.SHA256 != sum("# old notes\n") || r.MimeType != "text/markdown" || readAll(t, w, "notes.md") != "# old notes\n" {
+		t.Fatalf("revert of a backup kept by the previous version: %+v %v", r, err)
+	}
+	events, cancel := s.Bus().Subscribe("default", 0)
+	defer cancel()
+	create(t, w, "new.txt", "x")
+	if e := <-events; e.Seq != 2 || e.Type != EventCreated { // 1 was the revert
+		t.Fatalf("events after migration: %+v", e)
+	}
+	checkClean(t, s)
+	// A second open of the migrated directory changes nothing.
+	s2 := openTest(t, Config{Dir: dir})
+	if fs, _ := s2.Workspace("default").List(context.Background(), ""); len(fs) != 2 {
+		t.Fatalf("files after reopening: %v", fs)
+	}
+}
+
+// After Close, a subscription is inert (never closed under the subscriber,
+// which would make it resubscribe in a loop) until it is cancelled.
+func TestSubscribeAfterClose(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, _ := s.Bus().Subscribe("default", 0)
+	s.Close()
+	if _, ok := <-live; ok {
+		t.Fatal("a live subscription got an event at Close")
+	}
+	ch, cancel := s.Bus().Subscribe("default", 5)
+	select {
+	case e, ok := <-ch:
+		t.Fatalf("inert subscription delivered %+v %v", e, ok)
+	default:
+	}
+	cancel()
+	if _, ok := <-ch; ok {
+		t.Fatal("cancel did not end the subscription")
+	}
 }
