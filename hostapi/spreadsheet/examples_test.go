@@ -3,13 +3,10 @@ package spreadsheet
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/metaclaw/metaclaw/hostapi"
-	"github.com/metaclaw/metaclaw/hostapi/hosttest"
 )
 
 // exampleEffects read back what each write example did, so that an
@@ -60,14 +57,11 @@ func TestExamples(t *testing.T) {
 			t.Run(key, func(t *testing.T) {
 				env := te.h.Env(fmt.Sprintf("example%d", n), "examples")
 				for _, f := range ex.Files {
-					data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "examples", f))
-					if err != nil {
-						t.Fatal(err)
-					}
+					data := readFixture(t, f)
 					if len(data) > 200<<10 {
 						t.Fatalf("fixture %s has %d bytes; keep example fixtures under 200 KB", f, len(data))
 					}
-					hosttest.Upload(t, env.WS, f, data, false)
+					upload(t, env, f, data)
 				}
 				// The arguments travel as JSON, as every door but JS sends them.
 				raw, err := json.Marshal(ex.Args)

@@ -1,0 +1,112 @@
+package spreadsheet
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/xuri/excelize/v2"
+)
+
+// TestBlankWorkbook: the workbook files.create makes for an .xlsx name has
+// one empty sheet "Sheet1" that excelize and every spreadsheet op read,
+// and the ops fill.
+func TestBlankWorkbook(t *testing.T) {
+	te := newEnv(t)
+	maker := te.h.BlankFor("reports/Q3.XLSX")
+	if maker == nil {
+		t.Fatal("Register adds no blank maker for .xlsx")
+	}
+	if te.h.BlankFor("notes.txt") != nil || te.h.BlankFor("book.xls") != nil {
+		t.Fatal("a blank maker for a name that is not .xlsx")
+	}
+	var buf bytes.Buffer
+	if err := maker(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), blankBytes(t)) {
+		t.Fatal("two blank workbooks differ")
+	}
+	f, err := excelize.OpenReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("excelize cannot open the blank workbook: %v", err)
+	}
+	defer f.Close()
+	if got := f.GetSheetList(); len(got) != 1 || got[0] != "Sheet1" {
+		t.Fatalf("sheets %v", got)
+	}
+	if rows, err := f.GetRows("Sheet1"); err != nil || len(rows) != 0 {
+		t.Fatalf("rows %v %v", rows, err)
+	}
+
+	te.upload("new.xlsx", buf.Bytes())
+	wantJSON(t, te.mustTool("spreadsheet_list_sheets", map[string]any{"id": "new.xlsx"}), `[{"name":"Sheet1","rows":0,"columns":0}]`)
+	wantJSON(t, te.mustTool("spreadsheet_get_sheet_summary", map[string]any{"id": "new.xlsx", "sheet": "Sheet1"}),
+		`{"sheet":"Sheet1","rows":0,"columns":0,"headers":[],"top_rows":[],"bottom_rows":[]}`)
+	wantJSON(t, te.mustTool("spreadsheet_read_range", map[string]any{"id": "new.xlsx", "sheet": 1, "range": "A1:C3"}), `[]`)
+	wantJSON(t, te.mustTool("spreadsheet_read_cell", map[string]any{"id": "new.xlsx", "sheet": 1, "cell": "B2"}), `{"value":null,"type":"empty","formula":null}`)
+	wantJSON(t, te.mustTool("spreadsheet_insert_rows", map[string]any{"id": "new.xlsx", "sheet": 1, "after_row": 0, "count": 3}), `{"rows":0}`)
+	wantJSON(t, te.mustTool("spreadsheet_delete_rows", map[string]any{"id": "new.xlsx", "sheet": 1, "start_row": 1, "count": 3}), `{"rows":0}`)
+	wantJSON(t, te.mustTool("spreadsheet_set_format", map[string]any{"id": "new.xlsx", "sheet": 1, "range": "A1:B1", "bold": true, "column_width": 20}), `{"ok":true}`)
+	wantJSON(t, te.mustTool("spreadsheet_write_range", map[string]any{"id": "new.xlsx", "sheet": "Sheet1", "start_cell": "A1",
+		"data": []any{[]any{"Name", "Qty", "When"}, []any{"Ana", 3, "2024-05-01"}, []any{"Bo", 4.5, nil}}}), `{"range":"A1:C3","cells":9}`)
+	wantJSON(t, te.mustTool("spreadsheet_write_cell", map[string]any{"id": "new.xlsx", "sheet": 1, "cell": "B4", "formula": "SUM(B2:B3)"}), `{"ok":true}`)
+	wantJSON(t, te.mustTool("spreadsheet_auto_filter", map[string]any{"id": "new.xlsx", "sheet": 1, "range": "A:C"}), `{"ok":true}`)
+	wantJSON(t, te.mustTool("spreadsheet_add_sheet", map[string]any{"id": "new.xlsx", "name": "More"}), `{"sheets":["Sheet1","More"]}`)
+	wantGrid(t, te.readRange("new.xlsx", 1, "A1:C4"), [][]any{{"Name", "Qty", "When"}, {"Ana", 3.0, "2024-05-01"}, {"Bo", 4.5, nil}, {nil, 7.5, nil}})
+	// The header kept the format given before it had values.
+	wantJSON(t, te.cell("new.xlsx", 1, "A1"), `{"value":"Name","format":{"bold":true,"columnWidth":20}}`)
+	if x := te.part("new.xlsx", "xl/worksheets/sheet1.xml"); !strings.Contains(x, `<autoFilter ref="A1:C4"/>`) || !strings.Contains(x, `<dimension ref="A1:C4"`) {
+		t.Fatalf("sheet XML\n%s", x)
+	}
+	wantJSON(t, te.mustTool("spreadsheet_delete_sheet", map[string]any{"id": "new.xlsx", "name": "More"}), `{"sheets":["Sheet1"]}`)
+}
+
+// TestLibreOfficeOpensBlankAndBigWrites: LibreOffice opens the blank
+// workbook, and reads a big write streamed into it (numbers, text that
+// needs escaping, dates, booleans, empty cells) as metaclaw reads it.
+func TestLibreOfficeOpensBlankAndBigWrites(t *testing.T) {
+	if _, err := exec.LookPath("libreoffice"); err != nil {
+		t.Skip("libreoffice is not installed (apt-get install libreoffice-calc-nogui); skipping the cross-check with a second implementation")
+	}
+	te := newEnv(t)
+	te.upload("blank.xlsx", blankBytes(t))
+	if lo := loCSV(t, te, "blank.xlsx"); len(lo) != 0 {
+		t.Fatalf("LibreOffice reads the blank workbook as %q", lo)
+	}
+	const n = 2000
+	data := scriptRows(n)
+	data[0].([]any)[2] = "Ann <&> \"Q\" \t_x0041_ ünï€"
+	data[1].([]any)[3] = "  spaced  "
+	te.upload("big.xlsx", blankBytes(t))
+	te.mustTool("spreadsheet_write_range", map[string]any{"id": "big.xlsx", "sheet": "Sheet1", "start_cell": "B2", "data": data})
+	lo := loCSV(t, te, "big.xlsx")
+	if len(lo) != n+1 {
+		t.Fatalf("LibreOffice reads %d rows, want %d", len(lo), n+1)
+	}
+	ours := te.readRange("big.xlsx", 1, fmt.Sprintf("B2:K%d", n+1))
+	for i, row := range ours {
+		got := lo[i+1][1:]
+		for j, v := range row {
+			want := ""
+			switch x := v.(type) {
+			case nil:
+			case bool:
+				want = strings.ToUpper(strconv.FormatBool(x))
+			case float64:
+				want = strconv.FormatFloat(x, 'f', -1, 64)
+			case string:
+				want = x
+			}
+			if got[j] != want {
+				t.Fatalf("row %d column %d: LibreOffice %q, metaclaw %q (%#v)", i+2, j+2, got[j], want, v)
+			}
+		}
+	}
+	if lo[1][3] != "Ann <&> \"Q\" \t_x0041_ ünï€" || lo[2][4] != "  spaced  " || lo[1][2] != "2020-02-07" {
+		t.Fatalf("LibreOffice reads %q / %q", lo[1], lo[2])
+	}
+}
