@@ -254,6 +254,12 @@ func (t *Tools) list(ctx context.Context, ws string) ([]Summary, error) {
 	return out, apierr.From(rows.Err())
 }
 
+// chargeKey names a saved tool's bytes in the workspace's usage.
+func chargeKey(name string) string { return "tool:" + name }
+
+// save stores a tool (or a new version of it) and charges its size to the
+// workspace's quota in the same transaction: a tool that does not fit is
+// QUOTA_EXCEEDED and nothing is stored.
 func (t *Tools) save(ctx context.Context, ws string, tool *Tool) (int, error) {
 	if err := t.check(tool); err != nil {
 		return 0, err
@@ -264,14 +270,20 @@ func (t *Tools) save(ctx context.Context, ws string, tool *Tool) (int, error) {
 	schemaJSON, _ := json.Marshal(tool.InputSchema)
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	var version int
-	err := t.db.QueryRowContext(ctx, `
-		INSERT INTO agent_tools (workspace, name, description, input_schema, code, version, created_on, updated_on)
-		VALUES (?, ?, ?, ?, ?, 1, ?, ?)
-		ON CONFLICT (workspace, name) DO UPDATE SET description=excluded.description, input_schema=excluded.input_schema,
-			code=excluded.code, version=agent_tools.version+1, updated_on=excluded.updated_on
-		RETURNING version`, ws, tool.Name, tool.Description, string(schemaJSON), tool.Code, now, now).Scan(&version)
+	err := t.inTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `
+			INSERT INTO agent_tools (workspace, name, description, input_schema, code, version, created_on, updated_on)
+			VALUES (?, ?, ?, ?, ?, 1, ?, ?)
+			ON CONFLICT (workspace, name) DO UPDATE SET description=excluded.description, input_schema=excluded.input_schema,
+				code=excluded.code, version=agent_tools.version+1, updated_on=excluded.updated_on
+			RETURNING version`, ws, tool.Name, tool.Description, string(schemaJSON), tool.Code, now, now).Scan(&version)
+		if err != nil {
+			return err
+		}
+		return t.host.Store.Workspace(ws).ChargeTx(tx, chargeKey(tool.Name), int64(tool.size()))
+	})
 	if err != nil {
-		return 0, apierr.From(err)
+		return 0, err
 	}
 	t.changed(ws)
 	return version, nil
@@ -281,15 +293,35 @@ func (t *Tools) remove(ctx context.Context, ws, name string) error {
 	if t.builtins[name] != nil {
 		return apierr.New(apierr.ValidationFailed, "%q is a built-in script tool and cannot be deleted", name)
 	}
-	res, err := t.db.ExecContext(ctx, `DELETE FROM agent_tools WHERE workspace=? AND name=?`, ws, name)
+	err := t.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM agent_tools WHERE workspace=? AND name=?`, ws, name)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return apierr.New(apierr.NotFound, "no saved tool named %q", name)
+		}
+		return t.host.Store.Workspace(ws).ChargeTx(tx, chargeKey(name), 0)
+	})
 	if err != nil {
-		return apierr.From(err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return apierr.New(apierr.NotFound, "no saved tool named %q", name)
+		return err
 	}
 	t.changed(ws)
 	return nil
+}
+
+// inTx runs fn in one transaction of the metadata database, so that a
+// tool and the bytes charged for it commit together.
+func (t *Tools) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := t.db.BeginTx(ctx, nil)
+	if err != nil {
+		return apierr.From(err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return apierr.From(err)
+	}
+	return apierr.From(tx.Commit())
 }
 
 // run executes a reusable tool one level deeper than env and returns its

@@ -275,3 +275,45 @@ func TestRunScriptLimitsFollowTheHost(t *testing.T) {
 		t.Fatalf("the description does not follow the host's limits: %s", doc)
 	}
 }
+
+func TestSavedToolsCountTowardTheQuota(t *testing.T) {
+	d := newDoor(t, hostapi.Config{MaxWorkspaceSize: 1 << 20})
+	tool := func(name string, kb int) string {
+		b, _ := json.Marshal(map[string]any{"name": name, "description": "d", "code": "return 1;//" + strings.Repeat("x", kb<<10-len("return 1;//d{\"type\":\"object\"}"))})
+		return string(b)
+	}
+	used := func() int64 {
+		u, _, err := d.env.WS.Usage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	for i := range 5 {
+		d.must("tool_save", tool(fmt.Sprintf("tool_%d", i), 200))
+	}
+	if got := used(); got != 5*200<<10 {
+		t.Fatalf("five 200 KB tools use %d bytes", got)
+	}
+	d.expect(apierr.QuotaExceeded, "quota", "tool_save", tool("tool_5", 200))
+	if got := d.must("tool_list", `{}`); strings.Contains(got, "tool_5") || used() != 5*200<<10 {
+		t.Fatalf("a refused tool was stored or charged: %d %s", used(), got)
+	}
+	// Files and tools share the quota.
+	d.expect(apierr.QuotaExceeded, "quota", "file_create", `{"name": "f.txt", "content": "`+strings.Repeat("y", 50<<10)+`"}`)
+	// A new version replaces its charge; deleting a tool frees it.
+	d.must("tool_save", tool("tool_0", 10))
+	if got := used(); got != 4*200<<10+10<<10 {
+		t.Fatalf("after a smaller version: %d", got)
+	}
+	d.must("tool_save", tool("tool_5", 200))
+	d.must("tool_delete", `{"name": "tool_1"}`)
+	d.must("tool_delete", `{"name": "tool_2"}`)
+	if got := used(); got != 3*200<<10+10<<10 {
+		t.Fatalf("after deletes: %d", got)
+	}
+	d.must("file_create", `{"name": "f.txt", "content": "`+strings.Repeat("y", 50<<10)+`"}`)
+	if got := d.must("tool_5", `{}`); got != `1` {
+		t.Fatalf("tool_5 runs: %s", got)
+	}
+}

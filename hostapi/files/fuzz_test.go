@@ -78,9 +78,12 @@ func FuzzLineIndex(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, which, every uint8) {
 		enc := encs[int(which)%len(encs)]
 		n := int(every)%8 + 1
-		idx, err := buildLineIndexEvery(bytes.NewReader(body), enc, n)
+		idx, err := buildIndex(bytes.NewReader(body), enc, n, true)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if idx.nl.unit == 1 && idx.validUTF8 != utf8.Valid(body[idx.textStart:]) {
+			t.Fatalf("validUTF8 %v for % x", idx.validUTF8, body)
 		}
 		if idx.size != int64(len(body)) {
 			t.Fatalf("size %d, want %d", idx.size, len(body))
@@ -119,6 +122,27 @@ func FuzzLineIndex(f *testing.F) {
 					t.Fatalf("%s: line %d decodes to invalid UTF-8 %q", enc, line-1, s)
 				}
 			}
+		}
+	})
+}
+
+// FuzzUTF8Check feeds text to the chunked UTF-8 check in pieces of every
+// size: it must agree with utf8.Valid on the whole.
+func FuzzUTF8Check(f *testing.F) {
+	for _, s := range []string{"", "abc", "h\xc3\xa9llo", "\xe2\x82\xac\xe2\x82", "\xf0\x9f\x98\x80x", "\xed\xa0\x80", "caf\xe9", "\xc3", "\xf4\x90\x80\x80"} {
+		f.Add([]byte(s), []byte{1, 2, 3})
+	}
+	f.Fuzz(func(t *testing.T, text, cuts []byte) {
+		check := utf8Check{valid: true}
+		rest := text
+		for _, c := range cuts {
+			n := min(int(c)%7, len(rest))
+			check.feed(rest[:n])
+			rest = rest[n:]
+		}
+		check.feed(rest)
+		if got, want := check.end(), utf8.Valid(text); got != want {
+			t.Fatalf("chunked check says %v, utf8.Valid %v for % x cut by %v", got, want, text, cuts)
 		}
 	})
 }

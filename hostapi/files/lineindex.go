@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/textenc"
@@ -83,16 +84,21 @@ type lineIndex struct {
 	// binary is set when the bytes are not text in any encoding (NUL
 	// bytes, control characters); the index then reads them as UTF-8.
 	binary bool
+	// validUTF8 is set when the build checked the text is UTF-8 throughout.
+	validUTF8 bool
 }
 
 // buildLineIndex scans the body r (from its first byte) once, as text in
 // enc. Lines are separated by newlines; a final newline does not start
 // another line ("a\nb\n" has 2 lines, "" has 0).
 func buildLineIndex(r io.Reader, enc textenc.Encoding) (*lineIndex, error) {
-	return buildLineIndexEvery(r, enc, checkpointEvery)
+	return buildIndex(r, enc, checkpointEvery, false)
 }
 
-func buildLineIndexEvery(r io.Reader, enc textenc.Encoding, every int) (*lineIndex, error) {
+// buildIndex is buildLineIndex with a checkpoint every so many lines and,
+// with checkUTF8, a check of whether the text is UTF-8 throughout
+// (validUTF8).
+func buildIndex(r io.Reader, enc textenc.Encoding, every int, checkUTF8 bool) (*lineIndex, error) {
 	idx := &lineIndex{enc: enc, nl: newlineOf(enc), every: every}
 	bom := enc.BOMBytes()
 	if len(bom) > 0 {
@@ -111,7 +117,12 @@ func buildLineIndexEvery(r io.Reader, enc textenc.Encoding, every int) (*lineInd
 	idx.checkpoints = []int64{idx.textStart}
 	var err error
 	if idx.nl.unit == 1 {
-		err = idx.scanBytes(r)
+		var check *utf8Check
+		if checkUTF8 {
+			check = &utf8Check{valid: true}
+		}
+		err = idx.scanBytes(r, check)
+		idx.validUTF8 = check != nil && check.end()
 	} else {
 		err = idx.scanUnits(r)
 	}
@@ -125,8 +136,9 @@ func buildLineIndexEvery(r io.Reader, enc textenc.Encoding, every int) (*lineInd
 	return idx, nil
 }
 
-// scanBytes indexes text whose newline is the byte 0x0A.
-func (idx *lineIndex) scanBytes(r io.Reader) error {
+// scanBytes indexes text whose newline is the byte 0x0A, feeding check
+// (when not nil) every byte.
+func (idx *lineIndex) scanBytes(r io.Reader, check *utf8Check) error {
 	buf := make([]byte, 1<<20)
 	off := idx.textStart
 	lines := 0 // newlines seen so far
@@ -153,6 +165,9 @@ func (idx *lineIndex) scanBytes(r io.Reader) error {
 		}
 		if n > 0 {
 			last = buf[n-1]
+			if check != nil {
+				check.feed(chunk)
+			}
 		}
 		off += int64(n)
 		if err == io.EOF {
@@ -323,13 +338,27 @@ func (c *indexCache) get(ctx context.Context, sum, path string) (*lineIndex, err
 }
 
 // indexFile detects the encoding of the body at path and indexes its lines.
+// It decides what it can from the first SniffBytes, as textenc.Detect does
+// (a byte order mark, UTF-16's pattern of NULs, binary bytes), and checks
+// that a body whose start is UTF-8 is UTF-8 throughout while it indexes
+// it, so that the common case reads the body once. Only a body that is
+// not UTF-8 is read again, by textenc.Detect, to name its legacy encoding.
 func indexFile(ctx context.Context, path string) (*lineIndex, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, apierr.Wrap(apierr.FileReadFailed, err, "cannot open the file: %v", err)
 	}
 	defer f.Close()
-	enc, err := textenc.Detect(ctx, f)
+	head := make([]byte, textenc.SniffBytes)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, readFailed(err)
+	}
+	head = head[:n]
+	if n == textenc.SniffBytes {
+		head = head[:completeRunes(head)]
+	}
+	enc, err := textenc.DetectBytes(head)
 	binary := errors.Is(err, textenc.ErrBinary)
 	switch {
 	case binary:
@@ -337,16 +366,103 @@ func indexFile(ctx context.Context, path string) (*lineIndex, error) {
 	case err != nil:
 		return nil, apierr.From(err)
 	}
+	detectAll := func() error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return readFailed(err)
+		}
+		e, err := textenc.Detect(ctx, f)
+		if err != nil {
+			return apierr.From(err)
+		}
+		enc = e
+		return nil
+	}
+	legacy := !binary && !enc.IsUTF8() && newlineOf(enc).unit == 1
+	if legacy {
+		// The start is not UTF-8: let the detector see the whole text.
+		if err := detectAll(); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, readFailed(err)
 	}
-	idx, err := buildLineIndex(f, enc)
+	checkUTF8 := !binary && enc.Name == "utf-8" && !enc.BOM
+	idx, err := buildIndex(f, enc, checkpointEvery, checkUTF8)
 	if err != nil {
 		return nil, err
+	}
+	if checkUTF8 && !idx.validUTF8 {
+		// Legacy bytes past the start; the line structure stays (every
+		// legacy encoding writes "\n" as 0x0A), only the name changes.
+		if err := detectAll(); err != nil {
+			return nil, err
+		}
+		idx.enc = enc
 	}
 	idx.binary = binary
 	return idx, nil
 }
+
+// completeRunes is the length of b without a UTF-8 sequence cut off at
+// its end.
+func completeRunes(b []byte) int {
+	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if c < utf8.RuneSelf {
+			break
+		}
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return len(b) - i
+			}
+			break
+		}
+	}
+	return len(b)
+}
+
+// utf8Check validates a text fed to it in chunks that may split a
+// character.
+type utf8Check struct {
+	valid bool
+	carry [utf8.UTFMax]byte
+	n     int // bytes in carry
+}
+
+func (v *utf8Check) feed(b []byte) {
+	if !v.valid {
+		return
+	}
+	if v.n > 0 {
+		// Complete the character the last chunk cut off.
+		var tmp [2 * utf8.UTFMax]byte
+		k := copy(tmp[:], v.carry[:v.n])
+		k += copy(tmp[k:], b[:min(len(b), utf8.UTFMax)])
+		if !utf8.FullRune(tmp[:k]) {
+			if len(b) < utf8.UTFMax { // still incomplete: wait for more
+				v.n = copy(v.carry[:], tmp[:k])
+				return
+			}
+		}
+		r, size := utf8.DecodeRune(tmp[:k])
+		if (r == utf8.RuneError && size <= 1) || size <= v.n {
+			v.valid = false
+			return
+		}
+		b = b[size-v.n:]
+		v.n = 0
+	}
+	cut := completeRunes(b)
+	if !utf8.Valid(b[:cut]) {
+		v.valid = false
+		return
+	}
+	v.n = copy(v.carry[:], b[cut:])
+}
+
+// end reports whether the whole text was valid.
+func (v *utf8Check) end() bool { return v.valid && v.n == 0 }
 
 func (c *indexCache) put(sum string, idx *lineIndex) {
 	c.mu.Lock()
