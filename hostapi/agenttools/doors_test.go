@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/agenttools"
@@ -242,9 +243,11 @@ func TestToolSizeLimit(t *testing.T) {
 func TestRunScriptDescription(t *testing.T) {
 	d := newDoor(t, hostapi.Config{})
 	op := d.h.Registry.ByTool("run_script")
-	lim := hostapi.DefaultLimits()
+	if lim := hostapi.DefaultLimits(); lim.Timeout != 30*time.Second || lim.MemoryBytes != 256<<20 {
+		t.Fatalf("the defaults changed (%+v): update this test", lim)
+	}
 	for _, want := range []string{"files", "tools", "input", "session", "console", "top-level await and return",
-		"search_api", lim.Timeout.String(), "256 MB", "1 MB of console output", "10 MB result"} {
+		"search_api", "Limits per run: 30 s (timeout_ms raises it up to 10 min)", "256 MB memory", "1 MB of console output", "10 MB result"} {
 		if !strings.Contains(op.Doc, want) {
 			t.Errorf("run_script's description lacks %q: %s", want, op.Doc)
 		}
@@ -270,8 +273,9 @@ func TestRunScriptDescription(t *testing.T) {
 func TestRunScriptLimitsFollowTheHost(t *testing.T) {
 	lim := hostapi.DefaultLimits()
 	lim.MemoryBytes = 512 << 20
+	lim.Timeout = 90 * time.Second
 	d := newDoor(t, hostapi.Config{Limits: lim})
-	if doc := d.h.Registry.ByTool("run_script").Doc; !strings.Contains(doc, "512 MB memory") {
+	if doc := d.h.Registry.ByTool("run_script").Doc; !strings.Contains(doc, "512 MB memory") || !strings.Contains(doc, "90 s (") {
 		t.Fatalf("the description does not follow the host's limits: %s", doc)
 	}
 }

@@ -143,10 +143,10 @@ func (t *Tools) runScriptOp() hostapi.Op {
 	doc := fmt.Sprintf("Run JavaScript in a sandbox. The code is the body of an async function: top-level await and return work. "+
 		"Globals: files (files.*, files.spreadsheet.*, files.pdf.*, files.image.*, files.table.*; each call returns a Promise), "+
 		"tools (tools.call(name, args)), input (the input argument), session ({id}), console (log/info/warn/error, captured). "+
-		"No require, process, network or timers. Limits per run: %s (timeout_ms, at most %s), %s memory, %s of console output, %s result. "+
+		"No require, process, network or timers. Limits per run: %s (timeout_ms raises it up to %s), %s memory, %s of console output, %s result. "+
 		"Call search_api first for the TypeScript signatures of the operations you need. "+
 		"Returns {ok, result, logs, error?, files, duration_ms}; files lists what the run created, modified or deleted.",
-		lim.Timeout, max.Timeout, humanBytes(lim.MemoryBytes), humanBytes(int64(lim.LogBytes)), humanBytes(int64(lim.ResultBytes)))
+		humanDuration(lim.Timeout), humanDuration(max.Timeout), humanBytes(lim.MemoryBytes), humanBytes(int64(lim.LogBytes)), humanBytes(int64(lim.ResultBytes)))
 	return hostapi.Op{
 		Tool: "run_script",
 		Doc:  doc,
@@ -186,6 +186,17 @@ func (t *Tools) runScriptOp() hostapi.Op {
 			return res, nil
 		},
 	}
+}
+
+// humanDuration writes a time limit the way people say it (30 s, 10 min).
+func humanDuration(d time.Duration) string {
+	switch {
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%d min", d/time.Minute)
+	case d >= time.Second && d%time.Second == 0:
+		return fmt.Sprintf("%d s", d/time.Second)
+	}
+	return d.String()
 }
 
 // humanBytes writes a limit the way people say it (256 MB, 1 MB, 512 KB).
