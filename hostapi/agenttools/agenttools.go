@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dop251/goja/parser"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
@@ -62,6 +63,7 @@ type Tools struct {
 	host     *hostapi.Host
 	db       *sql.DB
 	builtins map[string]*Tool
+	schemas  schemaCache
 	mu       sync.Mutex
 	watchers []func(workspace string)
 }
@@ -112,7 +114,9 @@ func (t *Tools) changed(ws string) {
 }
 
 // loadBuiltins reads every .js file of fsys; a file without a valid header
-// is a build mistake and stops start-up.
+// is a build mistake and stops start-up. Only the header is read here, to
+// keep start-up cheap: that every built-in's schema compiles and its code
+// parses is checked by the package's tests (TestBuiltinScriptsAreValid).
 func (t *Tools) loadBuiltins(fsys fs.FS) error {
 	paths, err := fs.Glob(fsys, "*.js")
 	if err != nil {
@@ -128,8 +132,8 @@ func (t *Tools) loadBuiltins(fsys fs.FS) error {
 			return fmt.Errorf("scripts/%s: %w", p, err)
 		}
 		tool.Builtin, tool.Version = true, 1
-		if err := t.check(tool); err != nil {
-			return fmt.Errorf("scripts/%s: %w", p, err)
+		if !nameRE.MatchString(tool.Name) || t.builtins[tool.Name] != nil {
+			return fmt.Errorf("scripts/%s: tool name %q is invalid or taken twice", p, tool.Name)
 		}
 		t.builtins[tool.Name] = tool
 	}
@@ -327,7 +331,7 @@ func (t *Tools) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // run executes a reusable tool one level deeper than env and returns its
 // result, or its error as a coded error.
 func (t *Tools) run(ctx context.Context, env *hostapi.Env, tool *Tool, args map[string]any) (any, error) {
-	sch, err := hostapi.CompileSchema(tool.InputSchema)
+	sch, err := t.schemas.compile(tool.InputSchema)
 	if err != nil {
 		return nil, apierr.New(apierr.ValidationFailed, "tool %q has an invalid input schema: %v", tool.Name, err)
 	}
@@ -382,4 +386,39 @@ func (t *Tools) CallTool(ctx context.Context, env *hostapi.Env, name string, arg
 	}
 	res, err := t.run(ctx, env, tool, args)
 	return res, true, err
+}
+
+// schemaCache keeps compiled input schemas by their JSON text, so that a
+// tool called again does not compile its schema again (≈0.5 ms each).
+type schemaCache struct {
+	mu sync.Mutex
+	m  map[string]*jsonschema.Schema
+}
+
+// maxCachedSchemas bounds the cache; it is emptied when full.
+const maxCachedSchemas = 512
+
+func (c *schemaCache) compile(s hostapi.Schema) (*jsonschema.Schema, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	key := string(b)
+	c.mu.Lock()
+	sch := c.m[key]
+	c.mu.Unlock()
+	if sch != nil {
+		return sch, nil
+	}
+	sch, err = hostapi.CompileSchema(s)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedSchemas {
+		c.m = map[string]*jsonschema.Schema{}
+	}
+	c.m[key] = sch
+	c.mu.Unlock()
+	return sch, nil
 }

@@ -94,9 +94,39 @@ func TestBuiltinScriptsLoad(t *testing.T) {
 	if err := tl.loadBuiltins(fstest.MapFS{"bad.js": {Data: []byte("return 1")}}); err == nil {
 		t.Fatal("a script without a header must stop start-up")
 	}
+	twice := fstest.MapFS{
+		"a.js": {Data: []byte("// @tool same_name\n// @description a\nreturn 1")},
+		"b.js": {Data: []byte("// @tool same_name\n// @description b\nreturn 2")},
+	}
+	if err := tl.loadBuiltins(twice); err == nil || !strings.Contains(err.Error(), "same_name") {
+		t.Fatalf("two scripts with one name must stop start-up: %v", err)
+	}
 }
 
 func mustString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestBuiltinScriptsAreValid checks what start-up does not: every built-in
+// script tool passes the checks a saved tool passes (its schema compiles,
+// its code parses, its name shadows no meta-tool).
+func TestBuiltinScriptsAreValid(t *testing.T) {
+	h, err := hostapi.NewHost(hostapi.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	tools, err := Register(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.builtins) < 3 {
+		t.Fatalf("built-ins: %v", tools.builtins)
+	}
+	for name, b := range tools.builtins {
+		if err := tools.check(b); err != nil {
+			t.Errorf("scripts/%s: %v", name, err)
+		}
+	}
 }
