@@ -359,6 +359,9 @@ func textIndex(ctx context.Context, idx *indexCache, f *store.File, path string)
 	if err := requireText(f); err != nil {
 		return nil, err
 	}
+	if !isTextMIME(f.MimeType) && f.Size > 0 && looksBinary(path) {
+		return nil, notText(f) // refused before its bytes are indexed
+	}
 	li, err := idx.get(ctx, f.SHA256, path)
 	if err != nil {
 		return nil, err
@@ -367,6 +370,20 @@ func textIndex(ctx context.Context, idx *indexCache, f *store.File, path string)
 		return nil, notText(f)
 	}
 	return li, nil
+}
+
+// looksBinary reports whether the start of the body at path is binary
+// content rather than text in any encoding.
+func looksBinary(path string) bool {
+	fh, err := os.Open(path)
+	if err != nil {
+		return false // the index build reports the error
+	}
+	defer fh.Close()
+	head := make([]byte, textenc.SniffBytes)
+	n, _ := io.ReadFull(fh, head)
+	_, err = textenc.DetectBytes(head[:completeRunes(head[:n])])
+	return errors.Is(err, textenc.ErrBinary)
 }
 
 // editLines replaces lines start..end with content, or with insert set
