@@ -251,8 +251,7 @@ func tier1Ops(h *hostapi.Host) []hostapi.Op {
 var formatHints = map[string]string{
 	".xlsx": "create it without content and write cells with files.spreadsheet.writeRange (spreadsheet_write_range); " +
 		"to turn CSV text into a workbook, save it as a .csv and use files.table.export with format \"xlsx\"",
-	".pdf": "create it without content and add text with files.pdf.addText (pdf_add_text); " +
-		"to turn markdown into a PDF, save it as a .md and convert it",
+	".pdf": "create it without content, then add text with files.pdf.addText (pdf_add_text) and pages with files.pdf.addPage (pdf_add_page)",
 }
 
 func formatHint(name string) string {
