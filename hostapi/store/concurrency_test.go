@@ -425,3 +425,86 @@ func TestFsckRaceWithWriters(t *testing.T) {
 	}
 	checkClean(t, s)
 }
+
+// Readers racing writers never fail and never see a torn body: by name and
+// by id, through Open and View, while writers replace the file's body as
+// fast as they can. With a writer in another process (a second Store on
+// the same directory, as a CLI beside a server), Open still never fails: a
+// body removed between the lookup and the open sends it back to the
+// metadata. (View hands out a path; another process's writer may remove
+// that body while fn reads it, which fn sees as a failed read.)
+func TestReadersNeverFailDuringOverwrites(t *testing.T) {
+	for _, crossProcess := range []bool{false, true} {
+		t.Run(fmt.Sprint("crossProcess=", crossProcess), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTest(t, Config{Dir: dir})
+			w := s.Workspace("default")
+			writer := w
+			if crossProcess {
+				writer = openTest(t, Config{Dir: dir}).Workspace("default")
+			}
+			readersRace(t, w, writer, !crossProcess)
+			checkClean(t, s)
+		})
+	}
+}
+
+func readersRace(t *testing.T, w, writer *Workspace, withView bool) {
+	ctx := context.Background()
+	body := func(k int) string { return strings.Repeat(fmt.Sprintf("version %04d\n", k), 200) }
+	f := create(t, w, "hot.txt", body(0))
+	valid := func(got string) bool {
+		var k int
+		_, err := fmt.Sscanf(got, "version %04d\n", &k)
+		return err == nil && got == body(k)
+	}
+	stop := make(chan struct{})
+	done := make(chan int)
+	for r := 0; r < 2; r++ {
+		go func(r int) {
+			n := 0
+			defer func() { done <- n }()
+			for ; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ref := []string{"hot.txt", f.ID}[n%2]
+				var got string
+				var err error
+				if r == 1 && withView {
+					err = w.View(ctx, ref, func(_ *File, path string) error {
+						b, err := os.ReadFile(path)
+						got = string(b)
+						return err
+					})
+				} else {
+					var rd *Reader
+					if rd, err = w.Open(ctx, ref); err == nil {
+						var b []byte
+						b, err = io.ReadAll(rd)
+						rd.Close()
+						got = string(b)
+					}
+				}
+				if err != nil || !valid(got) {
+					t.Errorf("read %d of %s: %v, %d bytes", n, ref, err, len(got))
+					return
+				}
+			}
+		}(r)
+	}
+	for k := 1; k <= 25; k++ {
+		if _, err := writer.Create(ctx, CreateOptions{Name: "hot.txt", Overwrite: true}, strings.NewReader(body(k))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if n := <-done + <-done; n == 0 {
+		t.Fatal("no reads happened")
+	}
+	if got := readAll(t, w, "hot.txt"); got != body(25) {
+		t.Fatalf("final body: %q", got[:20])
+	}
+}

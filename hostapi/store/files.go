@@ -125,13 +125,12 @@ func (r *Reader) Close() error {
 // Open opens a file's body for reading. The body is opened without
 // following symbolic links: one planted in the data directory is refused.
 func (w *Workspace) Open(ctx context.Context, ref string) (*Reader, error) {
-	f, unpin, err := w.pinned(ctx, ref)
+	var fh *os.File
+	f, unpin, err := w.readable(ctx, ref, func(f *File, path string) (err error) {
+		fh, err = openBody(path, f.Name)
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	fh, err := openBody(w.s.bodyPath(f), f.Name)
-	if err != nil {
-		unpin()
 		return nil, err
 	}
 	return &Reader{File: fh, Meta: f, release: unpin}, nil
@@ -142,16 +141,47 @@ func (w *Workspace) Open(ctx context.Context, ref string) (*Reader, error) {
 // that path until fn returns, whatever writers do meanwhile. fn must only
 // read the path.
 func (w *Workspace) View(ctx context.Context, ref string, fn func(f *File, path string) error) error {
-	f, unpin, err := w.pinned(ctx, ref)
+	f, unpin, err := w.readable(ctx, ref, func(f *File, path string) error { return checkBody(path, f.Name) })
 	if err != nil {
 		return err
 	}
 	defer unpin()
-	path := w.s.bodyPath(f)
-	if err := checkBody(path, f.Name); err != nil {
-		return err
+	return fn(f, w.s.bodyPath(f))
+}
+
+// readable resolves ref with one metadata lookup, pins the file and checks
+// its body with check (an Lstat or an open). Once the body is seen after
+// the pin, it stays until unpin: a writer that replaces or deletes it
+// retires it instead. A body already gone (replaced or deleted between the
+// lookup and the pin, by this process or another) sends readable back to
+// the metadata for the current row.
+func (w *Workspace) readable(ctx context.Context, ref string, check func(f *File, path string) error) (*File, func(), error) {
+	f, err := w.Resolve(ctx, ref)
+	if err != nil {
+		return nil, nil, err
 	}
-	return fn(f, path)
+	for attempt := 0; ; attempt++ {
+		unpin := w.s.locks.pin(f.ID)
+		err := check(f, w.s.bodyPath(f))
+		if err == nil {
+			return f, unpin, nil
+		}
+		unpin()
+		if !errors.Is(err, os.ErrNotExist) || attempt == 3 {
+			return nil, nil, err
+		}
+		now, lerr := w.s.byID(w.name, f.ID)
+		if apierr.Is(lerr, apierr.NotFound) {
+			return nil, nil, apierr.New(apierr.NotFound, "file %q was deleted meanwhile; call files.list() to see the workspace's files", ref)
+		}
+		if lerr != nil {
+			return nil, nil, lerr
+		}
+		if now.DiskPath == f.DiskPath {
+			return nil, nil, err // the body is really missing
+		}
+		f = now
+	}
 }
 
 // openBody opens a body for reading without following a symbolic link.
@@ -190,22 +220,13 @@ func bodyError(err error, name string) error {
 	return apierr.Wrap(apierr.FileReadFailed, err, "cannot open %q (%s); run `metaclaw fsck` to check the data directory", name, ioReason(err))
 }
 
-// pinned resolves ref and pins the file for reading. Its metadata is
-// current as of the pin, from one lookup: an id is pinned before it is
-// looked up; a name is looked up, its file pinned, and looked up again only
-// if this process committed a change in between.
-func (w *Workspace) pinned(ctx context.Context, ref string) (*File, func(), error) {
-	return w.claim(ctx, ref, func(_ context.Context, id string) (func(), error) { return w.s.locks.pin(id), nil })
-}
-
-// writing resolves ref and takes its writer slot; the metadata is current
+// writing resolves ref and takes its writer slot. The metadata is current
 // for this process's writers (other processes' are caught by the
-// compare-and-swap of the commit).
+// compare-and-swap of the commit), from one lookup: an id is claimed
+// before it is looked up; a name is looked up, its file claimed, and looked
+// up again only if this process committed a change in between.
 func (w *Workspace) writing(ctx context.Context, ref string) (*File, func(), error) {
-	return w.claim(ctx, ref, w.s.locks.lockWriter)
-}
-
-func (w *Workspace) claim(ctx context.Context, ref string, take func(ctx context.Context, id string) (func(), error)) (*File, func(), error) {
+	take := w.s.locks.lockWriter
 	if err := ctx.Err(); err != nil {
 		return nil, nil, apierr.From(err)
 	}

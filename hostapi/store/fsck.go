@@ -352,7 +352,13 @@ func (s *Store) orphan(ctx context.Context, rep *FsckReport, repair bool, p Prob
 		if err := tx.QueryRow(query, arg).Scan(&n); err != nil {
 			return err
 		}
-		if orphaned = n == 0; orphaned && repair {
+		if n > 0 {
+			return nil // committed meanwhile
+		}
+		if _, err := os.Lstat(path); err != nil {
+			return nil // gone meanwhile: its writer removed it
+		}
+		if orphaned = true; repair {
 			if err := os.RemoveAll(path); err != nil {
 				return err
 			}
