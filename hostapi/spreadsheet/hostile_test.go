@@ -289,26 +289,3 @@ func TestMangledWorkbooks(t *testing.T) {
 		}
 	}
 }
-
-func FuzzScanSheet(f *testing.F) {
-	f.Add([]byte(`<worksheet><sheetData><row r="1"><c r="A1" t="s"><v>0</v></c><c><f>A1</f><v>2</v></c></row></sheetData></worksheet>`))
-	f.Add([]byte(`<x:worksheet><x:sheetData><x:row><x:c t="inlineStr"><x:is><x:t>a&amp;b</x:t><x:rPh><x:t>r</x:t></x:rPh></x:is></x:c></x:row></x:sheetData></x:worksheet>`))
-	f.Add([]byte(`<sheetData><row r="1"><c r="A1"><v><![CDATA[1]]></v></c><!-- c --><?pi?></row></sheetData>`))
-	f.Add([]byte(`<sheetData><row r="99999999999"><c r="ZZZZ1"/></row>`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		_ = scanSheet(context.Background(), bytes.NewReader(b), true, func(row int, cells []rawCell) (bool, error) {
-			if row < 1 || row > maxRows {
-				t.Fatalf("row %d", row)
-			}
-			for _, c := range cells {
-				if c.col < 1 || c.col > maxCols {
-					t.Fatalf("col %d", c.col)
-				}
-			}
-			return false, nil
-		})
-		p := &patchSpec{vals: &cellBlock{rows: [][]any{{"x"}}, width: 1, cells: 1}, vr: 2, vc: 2,
-			isDate: func(int) bool { return false }, dateStyle: func(s int, _ dateKind) (int, error) { return s, nil }}
-		_, _ = patchSheet(context.Background(), bytes.NewReader(b), int64(len(b)), p)
-	})
-}

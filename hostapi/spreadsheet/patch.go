@@ -365,6 +365,8 @@ func runPatch(ctx context.Context, r io.Reader, size int64, p *patchSpec, deferR
 		pt.out.Grow(int(min(size, 64<<20)) + 4096 + p.sizeHint())
 	}
 	state := 0 // 0: before sheetData, 1: inside, 2: after
+	// Inside an unedited row (and cell) that is copied token by token.
+	rowOpen, cellOpen := false, false
 	sawCols := false
 	lastRow := 0
 	depth := 0
@@ -429,6 +431,9 @@ func runPatch(ctx context.Context, r io.Reader, size int64, p *patchSpec, deferR
 				if deferRows {
 					return nil, errors.New("the sheet is not blank: it has rows")
 				}
+				if rowOpen {
+					return nil, errors.New("a row starts inside another row")
+				}
 				rnum := lastRow + 1
 				if v, ok := attrValue(s.attrs, "r"); ok {
 					n, ok := atoiBytes(v, maxRows)
@@ -446,19 +451,34 @@ func runPatch(ctx context.Context, r io.Reader, size int64, p *patchSpec, deferR
 				lastRow = rnum
 				if !p.rowHasEdits(rnum) {
 					pt.curRow, pt.lastCol = rnum, 0
+					rowOpen, cellOpen = !s.empty, false
 					pt.out.Write(s.raw)
 					continue
 				}
 				if err := pt.editRow(rnum); err != nil {
 					return nil, err
 				}
+			case k == tokEnd && string(s.name) == "row":
+				if cellOpen {
+					return nil, errUnclosed(s.name, "c")
+				}
+				rowOpen = false
+				pt.out.Write(s.raw)
+			case k == tokEnd && string(s.name) == "c":
+				cellOpen = false
+				pt.out.Write(s.raw)
 			case k == tokEnd && string(s.name) == "sheetData":
+				if rowOpen {
+					// New rows written here would land inside it.
+					return nil, errUnclosed(s.name, "row")
+				}
 				if err := pt.newRowsUpTo(&lastRow, maxRows+1); err != nil {
 					return nil, err
 				}
 				pt.out.Write(s.raw)
 				state = 2
 			case k == tokStart && string(s.name) == "c" && pt.curRow > 0:
+				cellOpen = rowOpen && !s.empty
 				col := pt.lastCol + 1
 				if v, ok := attrValue(s.attrs, "r"); ok {
 					col = refColumn(v)
@@ -737,6 +757,9 @@ func (pt *patcher) editRow(rnum int) error {
 			if !ok {
 				break
 			}
+			if k == tokEnd && string(s.name) == "sheetData" {
+				return errUnclosed(s.name, "row")
+			}
 			if k != tokStart || string(s.name) != "c" {
 				pt.out.Write(s.raw)
 				continue
@@ -757,12 +780,15 @@ func (pt *patcher) editRow(rnum int) error {
 			var inner []byte
 			if !s.empty {
 				for {
-					_, ok, err := s.nextIn("c")
+					k, ok, err := s.nextIn("c")
 					if err != nil {
 						return err
 					}
 					if !ok {
 						break
+					}
+					if k == tokEnd && (string(s.name) == "row" || string(s.name) == "sheetData") {
+						return errUnclosed(s.name, "c")
 					}
 					inner = append(inner, s.raw...)
 				}

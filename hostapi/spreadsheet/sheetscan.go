@@ -184,8 +184,13 @@ func scanSheet(ctx context.Context, r io.Reader, keepEmpty bool, fn rowFunc) err
 					if cur.hasV || cur.hasF || cur.hasIS || keepEmpty {
 						cells = append(cells, cur)
 					}
+				case "row", "sheetData":
+					return errUnclosed(name, "c")
 				}
 			case inRow:
+				if string(name) == "sheetData" {
+					return errUnclosed(name, "row")
+				}
 				if string(name) == "row" {
 					inRow = false
 					if len(cells) > 0 {
@@ -205,6 +210,12 @@ func scanSheet(ctx context.Context, r io.Reader, keepEmpty bool, fn rowFunc) err
 			}
 		}
 	}
+}
+
+// errUnclosed reports an end tag that arrives while a child is still open:
+// readers that skipped to it would disagree about where cells are.
+func errUnclosed(end []byte, open string) error {
+	return fmt.Errorf("</%s> arrives inside an unclosed <%s> (malformed XML)", truncBytes(end), open)
 }
 
 func truncBytes(b []byte) string {
