@@ -193,6 +193,14 @@ func TestErrorsDoNotShowServerPaths(t *testing.T) {
 		}
 	}
 	os.MkdirAll(s.tmp.path, 0o750)
+
+	// Nor does a store that cannot open its data directory.
+	notDir := filepath.Join(t.TempDir(), "plain-file")
+	os.WriteFile(notDir, nil, 0o600)
+	_, err = Open(Config{Dir: filepath.Join(notDir, "data")})
+	if err == nil || strings.Contains(err.Error(), notDir) || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("open under a file: %v", err)
+	}
 }
 
 // FuzzGlob checks the glob compiler used by files.list on arbitrary

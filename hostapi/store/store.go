@@ -28,7 +28,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -131,29 +130,29 @@ func Open(cfg Config) (*Store, error) {
 	for _, d := range []string{cfg.Dir, s.filesDir, s.tmpRoot, s.backDir, s.cacheDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			rel, _ := filepath.Rel(cfg.Dir, d)
-			return nil, fmt.Errorf("create the data directory's %q folder: %s: %w", rel, ioReason(err), err)
+			return nil, apierr.Wrap(apierr.Internal, err, "cannot create the data directory's %q folder (%s); check the --data directory's permissions", rel, ioReason(err))
 		}
 	}
 	dsn := "file:" + filepath.Join(cfg.Dir, "metaclaw.db") +
 		"?_journal_mode=WAL&_busy_timeout=10000&_synchronous=NORMAL&_foreign_keys=on&_txlock=immediate"
 	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open metadata: %w", err)
+		return nil, apierr.Wrap(apierr.Internal, err, "cannot open the metadata database: %v", err)
 	}
 	s.db = db
 	if err := s.migrate(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("prepare the metadata database: %w", err)
+		return nil, apierr.Wrap(apierr.Internal, err, "cannot prepare the metadata database: %v", err)
 	}
 	if err := s.stmts.prepare(db); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("prepare metadata lookups: %w", err)
+		return nil, apierr.Wrap(apierr.Internal, err, "cannot prepare the metadata lookups: %v", err)
 	}
 	s.tmp, err = newProcTempDir(s.tmpRoot)
 	if err != nil {
 		s.stmts.close()
 		db.Close()
-		return nil, fmt.Errorf("create a temp directory: %s: %w", ioReason(err), err)
+		return nil, apierr.Wrap(apierr.Internal, err, "cannot create a temp directory in the data directory (%s); check its permissions and free space", ioReason(err))
 	}
 	s.events = newEventLog(s)
 	s.cleanLeftovers()
@@ -319,11 +318,13 @@ func scanFile(r rowScanner) (*File, error) {
 	return &f, nil
 }
 
-// bodyPath is the absolute path of a file's current body.
+// bodyPath is where f's body lives (under the data directory: never put it
+// in a message).
 func (s *Store) bodyPath(f *File) string { return filepath.Join(s.filesDir, f.DiskPath) }
 
-// BodyPath returns where f's current body lives on disk. Only read it while
-// holding the file's lock (Open does that for you).
+// BodyPath returns where f's body lives on disk. It is only guaranteed to
+// stay there during a View of the file (View hands it to you); tests and
+// benchmarks use it to look at the disk directly.
 func (w *Workspace) BodyPath(f *File) string { return w.s.bodyPath(f) }
 
 func (s *Store) backupPath(id string) string { return filepath.Join(s.backDir, id) }
