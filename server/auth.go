@@ -40,7 +40,7 @@ func ParseToken(s string) (Token, error) {
 	}
 	secret, ws = strings.TrimSpace(secret), strings.TrimSpace(ws)
 	if len(secret) < 8 {
-		return Token{}, fmt.Errorf("token %q is too short: use at least 8 characters (e.g. `openssl rand -hex 16`)", redact(secret))
+		return Token{}, fmt.Errorf("token %q is too short: use at least 8 characters (e.g. `openssl rand -hex 16`)", redactSecret(secret))
 	}
 	for _, r := range secret {
 		if r <= ' ' || r == 0x7f {
@@ -48,15 +48,15 @@ func ParseToken(s string) (Token, error) {
 		}
 	}
 	if ws == "" {
-		return Token{}, fmt.Errorf("token %s…: empty workspace name after ':'", redact(secret))
+		return Token{}, fmt.Errorf("token %s…: empty workspace name after ':'", redactSecret(secret))
 	}
 	if _, err := store.CleanName(ws); err != nil || strings.Contains(ws, "/") {
-		return Token{}, fmt.Errorf("token %s…: bad workspace name %q", redact(secret), ws)
+		return Token{}, fmt.Errorf("token %s…: bad workspace name %q", redactSecret(secret), ws)
 	}
 	return Token{Secret: secret, Workspace: ws}, nil
 }
 
-func redact(secret string) string {
+func redactSecret(secret string) string {
 	if len(secret) <= 4 {
 		return "****"
 	}
@@ -104,7 +104,7 @@ func newTokenSet(tokens []Token) (*tokenSet, error) {
 	for _, t := range tokens {
 		h := sha256.Sum256([]byte(t.Secret))
 		if prev, dup := ts.byHash[h]; dup && prev.Workspace != t.Workspace {
-			return nil, fmt.Errorf("token %s is given for two workspaces (%s and %s)", redact(t.Secret), prev.Workspace, t.Workspace)
+			return nil, fmt.Errorf("token %s is given for two workspaces (%s and %s)", redactSecret(t.Secret), prev.Workspace, t.Workspace)
 		}
 		ts.byHash[h] = t
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/store"
+	"github.com/metaclaw/metaclaw/hostapi/textenc"
 	"github.com/metaclaw/metaclaw/server/convert"
 )
 
@@ -28,6 +29,9 @@ type ContentResult struct {
 	MimeType    string  `json:"mime_type"`
 	Size        int64   `json:"size"`
 	IconType    string  `json:"icon_type"`
+	// Encoding is the character encoding the inline text was decoded from
+	// ("utf-8", "utf-8-bom", "utf-16le", "windows-1252", …).
+	Encoding string `json:"encoding,omitempty"`
 }
 
 // isTextMIME reports whether a file of this type is shown inline.
@@ -57,22 +61,14 @@ func (s *Server) handleContent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := ContentResult{Filename: path.Base(f.Name), FilePath: "/" + f.Name, ID: f.ID, MimeType: f.MimeType, Size: f.Size, IconType: f.IconType()}
-	if isTextMIME(f.MimeType) && f.Size <= s.cfg.InlineTextLimit {
-		rd, err := ws.Open(r.Context(), f.ID)
+	if f.Size <= s.cfg.InlineTextLimit && (isTextMIME(f.MimeType) || f.MimeType == "application/octet-stream") {
+		text, enc, ok, err := s.inlineText(r, ws, f)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		b, err := io.ReadAll(io.LimitReader(rd, s.cfg.InlineTextLimit+1))
-		rd.Close()
-		if err != nil {
-			s.writeError(w, r, apierr.Wrap(apierr.FileReadFailed, err, "reading %q failed: %v", f.Name, err))
-			return
-		}
-		if int64(len(b)) <= s.cfg.InlineTextLimit && utf8.Valid(b) {
-			text := string(b)
-			out.Content = &text
-			out.Size = int64(len(b))
+		if ok {
+			out.Content, out.Encoding = &text, enc
 			writeJSON(w, http.StatusOK, out)
 			return
 		}
@@ -81,6 +77,40 @@ func (s *Server) handleContent(w http.ResponseWriter, r *http.Request) {
 	e := exp.UTC().Format(time.RFC3339)
 	out.DownloadURL, out.ExpiresAt = &u, &e
 	writeJSON(w, http.StatusOK, out)
+}
+
+// inlineText reads a small text file as UTF-8, whatever its encoding
+// (UTF-8 with or without a byte order mark, UTF-16, Windows-1252 and the
+// other legacy encodings textenc knows). ok is false for content that is
+// not text, which the caller sends as a download URL instead. A file of
+// unknown type is shown only when its encoding is certain (a byte order
+// mark, UTF-16's pattern, valid UTF-8): a legacy guess on binary bytes
+// would be noise.
+func (s *Server) inlineText(r *http.Request, ws *store.Workspace, f *store.File) (text, encoding string, ok bool, err error) {
+	rd, err := ws.Open(r.Context(), f.ID)
+	if err != nil {
+		return "", "", false, err
+	}
+	b, err := io.ReadAll(io.LimitReader(rd, s.cfg.InlineTextLimit+1))
+	rd.Close()
+	if err != nil {
+		return "", "", false, apierr.Wrap(apierr.FileReadFailed, err, "reading %q failed: %v", f.Name, err)
+	}
+	if int64(len(b)) > s.cfg.InlineTextLimit {
+		return "", "", false, nil
+	}
+	enc, err := textenc.DetectBytes(b)
+	if err != nil {
+		return "", "", false, nil // binary
+	}
+	if !isTextMIME(f.MimeType) && enc.Confidence < 0.9 {
+		return "", "", false, nil
+	}
+	text, err = enc.Decode(b)
+	if err != nil {
+		return "", "", false, nil
+	}
+	return text, enc.String(), true, nil
 }
 
 // convertRequest is POST /api/files/{ref}/convert's body (seed 002).

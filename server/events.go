@@ -32,16 +32,26 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
+	ws := principalOf(r).Workspace
+	release, err := s.streams.acquire(ws)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer release()
+	wm := s.metrics.ws(ws)
+	wm.sseClients.Add(1)
+	defer wm.sseClients.Add(-1)
+	s.metrics.streams.Add(1)
+	defer s.metrics.streams.Add(-1)
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	events, cancel := s.h.Store.Bus().Subscribe(principalOf(r).Workspace, after)
+	events, cancel := s.h.Store.Bus().Subscribe(ws, after)
 	defer cancel()
-	s.metrics.sseClients.Add(1)
-	defer s.metrics.sseClients.Add(-1)
 
 	bw := bufio.NewWriterSize(w, 4096)
 	bw.WriteString("retry: 2000\n: connected\n\n")

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -52,12 +54,40 @@ func (s *Server) workspace(r *http.Request) *store.Workspace {
 	return s.h.Store.Workspace(principalOf(r).Workspace)
 }
 
+// uploadOptions are where an upload goes: from the query string and the
+// form fields, in any order.
+type uploadOptions struct {
+	name, session         string
+	overwrite             bool
+	hasName, hasOverwrite bool
+}
+
+func (o *uploadOptions) set(field, v string) error {
+	switch field {
+	case "name":
+		o.name, o.hasName = v, true
+	case "overwrite":
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return apierr.New(apierr.ValidationFailed, "overwrite %q is not a boolean; send true or false", v)
+		}
+		o.overwrite, o.hasOverwrite = b, true
+	case "session_id":
+		o.session = v
+	}
+	return nil
+}
+
 // handleUpload streams one multipart file part into the store. The body is
-// never held in memory: the part is copied straight into the store's body
-// writer, which hashes, sniffs and enforces the size limit and the quota
-// while bytes arrive; on failure the partial body is removed and its quota
-// released. Fields "name", "overwrite" and "session_id" may precede the file
-// part (or be given as query parameters).
+// never held in memory. Options (name, overwrite, session_id) come from the
+// query string or from form fields, before or after the file part; a
+// field overrides the query. When the query and the fields before the file
+// have settled both name and overwrite, the part is copied straight into
+// the store's body writer, which hashes, sniffs and enforces the size limit
+// and the quota while bytes arrive. Otherwise a field after the file part
+// could still change where it goes, so the part is first spooled to a
+// temporary file, the rest of the form is read, and the file is stored
+// from the spool. Either way a failed upload leaves nothing behind.
 func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	maxFile, _ := s.h.Store.Limits()
 	limit := maxFile + uploadSlack
@@ -71,67 +101,163 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apierr.New(apierr.ValidationFailed, "send the file as multipart/form-data with a part named \"file\" (%v)", err))
 		return
 	}
+	var opt uploadOptions
 	q := r.URL.Query()
-	name := q.Get("name")
-	overwrite, _ := strconv.ParseBool(q.Get("overwrite"))
-	session := sessionOf(r)
-	if v := q.Get("session_id"); v != "" {
-		session = v
+	opt.session = sessionOf(r)
+	for _, k := range []string{"name", "overwrite", "session_id"} {
+		if q.Has(k) {
+			if err := opt.set(k, q.Get(k)); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
 	}
+	f, err := s.readUpload(r, mr, maxFile, &opt)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.metrics.ws(principalOf(r).Workspace).uploadBytes.Add(f.Size)
+	writeJSON(w, http.StatusCreated, UploadResult{ID: f.ID, Name: f.Name, Size: f.Size, MimeType: f.MimeType, SHA256: f.SHA256})
+}
+
+// readUpload reads the form and stores its file part.
+func (s *Server) readUpload(r *http.Request, mr *multipart.Reader, maxFile int64, opt *uploadOptions) (*store.File, error) {
+	var spooled *spool
+	var filename, hint string
+	defer func() {
+		if spooled != nil {
+			spooled.Close()
+		}
+	}()
+	var stored *store.File
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
-			s.writeError(w, r, apierr.New(apierr.ValidationFailed, "the multipart body has no file part; send the file in a part named \"file\" with a filename"))
-			return
+			break
 		}
 		if err != nil {
-			s.writeError(w, r, uploadReadError(err, maxFile))
-			return
+			return nil, uploadReadError(err, maxFile)
 		}
-		filename, hasFile, err := partFilename(part)
+		fn, hasFile, err := partFilename(part)
 		if err != nil {
 			part.Close()
-			s.writeError(w, r, err)
-			return
+			return nil, err
 		}
 		if !hasFile {
 			v, err := readField(part)
 			part.Close()
 			if err != nil {
-				s.writeError(w, r, uploadReadError(err, maxFile))
-				return
+				return nil, uploadReadError(err, maxFile)
 			}
-			switch part.FormName() {
-			case "name":
-				name = v
-			case "overwrite":
-				overwrite, _ = strconv.ParseBool(v)
-			case "session_id":
-				session = v
+			if err := opt.set(part.FormName(), v); err != nil {
+				return nil, err
 			}
 			continue
 		}
-		target := name
-		if target == "" {
-			target = filename
+		if filename != "" {
+			part.Close()
+			return nil, apierr.New(apierr.ValidationFailed, "the form has more than one file part; upload one file per request")
 		}
-		hint := part.Header.Get("Content-Type")
+		filename = fn
+		hint = part.Header.Get("Content-Type")
 		if mt, _, err := mime.ParseMediaType(hint); err != nil || mt == "application/octet-stream" {
 			hint = ""
 		} else {
 			hint = mt
 		}
-		ctx := s.actorCtx(r, session)
-		f, err := s.workspace(r).Create(ctx, store.CreateOptions{Name: target, MimeType: hint, Source: store.SourceUpload, Overwrite: overwrite},
-			&uploadBody{r: part, max: maxFile})
+		if opt.hasName && opt.hasOverwrite {
+			stored, err = s.storeUpload(r, filename, hint, opt, &uploadBody{r: part, max: maxFile})
+			part.Close()
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		spooled, err = spoolPart(part, maxFile)
 		part.Close()
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return nil, err
 		}
-		s.metrics.uploadBytes.Add(f.Size)
-		writeJSON(w, http.StatusCreated, UploadResult{ID: f.ID, Name: f.Name, Size: f.Size, MimeType: f.MimeType, SHA256: f.SHA256})
-		return
+	}
+	switch {
+	case stored != nil:
+		return stored, nil
+	case spooled == nil:
+		return nil, apierr.New(apierr.ValidationFailed, "the multipart body has no file part; send the file in a part named \"file\" with a filename")
+	}
+	return s.storeUpload(r, filename, hint, opt, spooled)
+}
+
+func (s *Server) storeUpload(r *http.Request, filename, hint string, opt *uploadOptions, body io.Reader) (*store.File, error) {
+	target := opt.name
+	if target == "" {
+		target = filename
+	}
+	return s.workspace(r).Create(s.actorCtx(r, opt.session), store.CreateOptions{Name: target, MimeType: hint, Source: store.SourceUpload, Overwrite: opt.overwrite}, body)
+}
+
+// spool holds a file part while the rest of its form is read: in memory
+// up to spoolMemory, then in a temporary file that Close removes.
+type spool struct {
+	mem  bytes.Buffer
+	file *os.File
+	rd   io.Reader
+}
+
+const spoolMemory = 1 << 20
+
+func spoolPart(part io.Reader, maxFile int64) (*spool, error) {
+	sp := &spool{}
+	body := &uploadBody{r: part, max: maxFile}
+	n, err := io.CopyN(&sp.mem, body, spoolMemory+1)
+	if err == io.EOF {
+		sp.rd = bytes.NewReader(sp.mem.Bytes())
+		return sp, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp("", "metaclaw-upload-*")
+	if err != nil {
+		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "cannot spool the upload to a temporary file; retry, or give name and overwrite before the file part")
+	}
+	sp.file = f
+	// The file is removed at once: it lives only as long as it is open,
+	// and a crash leaves nothing behind.
+	os.Remove(f.Name())
+	if _, err := f.Write(sp.mem.Bytes()); err != nil {
+		sp.Close()
+		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "spooling the upload failed; retry")
+	}
+	bw := bufio.NewWriterSize(f, 256<<10)
+	rest, err := io.Copy(bw, io.LimitReader(body, maxFile-n+1))
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		sp.Close()
+		return nil, uploadReadError(err, maxFile)
+	}
+	if n+rest > maxFile {
+		sp.Close()
+		return nil, apierr.New(apierr.TooLarge, "the upload is larger than the %d-byte per-file limit", maxFile)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		sp.Close()
+		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "spooling the upload failed; retry")
+	}
+	sp.mem = bytes.Buffer{}
+	sp.rd = f
+	return sp, nil
+}
+
+func (sp *spool) Read(p []byte) (int, error) { return sp.rd.Read(p) }
+
+func (sp *spool) Close() {
+	if sp.file != nil {
+		sp.file.Close()
+		sp.file = nil
 	}
 }
 
@@ -151,6 +277,9 @@ func (u *uploadBody) Read(p []byte) (int, error) {
 }
 
 func uploadReadError(err error, maxFile int64) error {
+	if e, ok := errors.AsType[*apierr.Error](err); ok {
+		return e // the body's own coded error (a read deadline, say)
+	}
 	var mbe *http.MaxBytesError
 	if asMaxBytes(err, &mbe) {
 		return apierr.New(apierr.TooLarge, "the upload is larger than the %d-byte per-file limit", maxFile)
@@ -328,6 +457,13 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
 	h.Set("Cache-Control", "private, no-cache")
 	h.Set("X-File-Id", meta.ID)
+	if rh := r.Header.Get("Range"); rh != "" {
+		if err := checkRanges(rh, meta.Size); err != nil {
+			h.Set("Content-Range", "bytes */"+strconv.FormatInt(meta.Size, 10))
+			s.writeErrorStatus(w, r, err, http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+	}
 	// Serve the *os.File itself so that the body goes out with sendfile.
 	rec, _ := w.(*recorder)
 	var before int64
@@ -336,7 +472,7 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	}
 	http.ServeContent(w, r, "", meta.ModifiedOn, fh)
 	if rec != nil {
-		s.metrics.downloadBytes.Add(rec.bytes - before)
+		s.metrics.ws(p.Workspace).downloadBytes.Add(rec.bytes - before)
 	}
 }
 

@@ -328,3 +328,17 @@ func runPdftotext(t *testing.T, bin string, pdf []byte) string {
 func storeCreate(name string) store.CreateOptions {
 	return store.CreateOptions{Name: name, Source: store.SourceUpload}
 }
+
+// tempFiles lists the regular files under the store's temp directories
+// (files/.tmp/<process>/…): what an interrupted write would leave behind.
+func tempFiles(t testing.TB, dataDir string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(filepath.Join(dataDir, "files", ".tmp"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && !strings.HasSuffix(p, ".lock") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}

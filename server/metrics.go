@@ -15,22 +15,48 @@ import (
 )
 
 // metrics are the server's counters, exposed in the Prometheus text format
-// (no client library: the format is a few lines of text).
+// (no client library: the format is a few lines of text). A caller sees
+// the server-wide series, which name no workspace and no file (requests by
+// route, runs in flight, built-in operation calls), and the series of its
+// own workspace only: stored bytes, uploads, downloads, runs, event
+// streams and its saved tools' calls.
 type metrics struct {
-	workspaces []string
-
 	mu          sync.Mutex
 	requests    map[[3]string]uint64 // method, route, status
 	reqDuration map[string]*histogram
-	runs        map[string]uint64 // outcome
+	toolCalls   map[[2]string]uint64 // built-in tool, outcome
+	workspaces  map[string]*wsMetrics
+
+	runsInFlight atomic.Int64
+	streams      atomic.Int64
+	started      time.Time
+}
+
+// wsMetrics are one workspace's series.
+type wsMetrics struct {
+	runs        map[string]uint64 // outcome; guarded by metrics.mu
 	runDuration *histogram
-	toolCalls   map[[2]string]uint64 // tool, outcome
+	toolCalls   map[[2]string]uint64 // saved tool, outcome
 
 	uploadBytes   atomic.Int64
 	downloadBytes atomic.Int64
 	sseClients    atomic.Int64
-	runsInFlight  atomic.Int64
-	started       time.Time
+}
+
+// ws returns workspace's series, creating them on first use.
+func (m *metrics) ws(workspace string) *wsMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.wsLocked(workspace)
+}
+
+func (m *metrics) wsLocked(workspace string) *wsMetrics {
+	w := m.workspaces[workspace]
+	if w == nil {
+		w = &wsMetrics{runs: map[string]uint64{}, runDuration: newHistogram(), toolCalls: map[[2]string]uint64{}}
+		m.workspaces[workspace] = w
+	}
+	return w
 }
 
 var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
@@ -50,10 +76,10 @@ func (h *histogram) observe(v float64) {
 	h.n++
 }
 
-func newMetrics(workspaces []string) *metrics {
+func newMetrics() *metrics {
 	return &metrics{
-		workspaces: workspaces, requests: map[[3]string]uint64{}, reqDuration: map[string]*histogram{},
-		runs: map[string]uint64{}, runDuration: newHistogram(), toolCalls: map[[2]string]uint64{}, started: time.Now(),
+		requests: map[[3]string]uint64{}, reqDuration: map[string]*histogram{},
+		toolCalls: map[[2]string]uint64{}, workspaces: map[string]*wsMetrics{}, started: time.Now(),
 	}
 }
 
@@ -69,11 +95,12 @@ func (m *metrics) observeRequest(method, route string, status int, d time.Durati
 	m.mu.Unlock()
 }
 
-func (m *metrics) observeRun(outcome string, d time.Duration) {
+func (m *metrics) observeRun(workspace, outcome string, d time.Duration) {
 	m.mu.Lock()
-	m.runs[outcome]++
+	w := m.wsLocked(workspace)
+	w.runs[outcome]++
 	if outcome != "busy" {
-		m.runDuration.observe(d.Seconds())
+		w.runDuration.observe(d.Seconds())
 	}
 	m.mu.Unlock()
 }
@@ -91,28 +118,31 @@ func (m *metrics) observeTool(name string, err error) {
 	m.mu.Unlock()
 }
 
-// observeDynamicTool counts a call of a saved tool (the registry observes
-// only compiled-in operations).
-func (m *metrics) observeDynamicTool(name string, _ time.Duration, err error) {
-	m.observeTool(name, err)
+// observeDynamicTool counts a call of a saved tool of workspace (the
+// registry observes only compiled-in operations, whose names are public).
+func (m *metrics) observeDynamicTool(workspace, name string, err error) {
+	m.mu.Lock()
+	m.wsLocked(workspace).toolCalls[[2]string{name, outcomeOf(err)}]++
+	m.mu.Unlock()
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	if !s.tokens.empty() {
-		if _, err := s.authenticate(r); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
+	p, err := s.authenticate(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="metaclaw"`)
+		s.writeError(w, r, err)
+		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	bw := bufio.NewWriter(w)
-	s.metrics.write(bw, s)
+	s.metrics.write(bw, s, p.Workspace)
 	bw.Flush()
 }
 
-func (m *metrics) write(w *bufio.Writer, s *Server) {
+func (m *metrics) write(w *bufio.Writer, s *Server, workspace string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	ws := m.wsLocked(workspace)
 
 	header(w, "metaclaw_http_requests_total", "counter", "HTTP requests by method, route and status.")
 	for _, k := range sortedKeys3(m.requests) {
@@ -128,44 +158,58 @@ func (m *metrics) write(w *bufio.Writer, s *Server) {
 		writeHistogram(w, "metaclaw_http_request_duration_seconds", fmt.Sprintf("route=%q", r), m.reqDuration[r])
 	}
 
-	header(w, "metaclaw_runs_total", "counter", "Script runs by outcome (ok, an error code, or busy when refused).")
-	outcomes := make([]string, 0, len(m.runs))
-	for o := range m.runs {
+	header(w, "metaclaw_runs_in_flight", "gauge", "Script runs, tool calls and conversions in progress, server-wide.")
+	fmt.Fprintf(w, "metaclaw_runs_in_flight %d\n", m.runsInFlight.Load())
+	header(w, "metaclaw_event_streams", "gauge", "Open event streams (SSE and MCP), server-wide.")
+	fmt.Fprintf(w, "metaclaw_event_streams %d\n", m.streams.Load())
+	header(w, "metaclaw_tool_calls_total", "counter", "Calls of built-in operations by name and outcome (ok or an error code), from every door, server-wide.")
+	writeToolCalls(w, m.toolCalls, "")
+
+	// The caller's workspace only.
+	wl := fmt.Sprintf("workspace=%q", workspace)
+	header(w, "metaclaw_runs_total", "counter", "Script runs of this workspace by outcome (ok, an error code, or busy when refused).")
+	outcomes := make([]string, 0, len(ws.runs))
+	for o := range ws.runs {
 		outcomes = append(outcomes, o)
 	}
 	sort.Strings(outcomes)
 	for _, o := range outcomes {
-		fmt.Fprintf(w, "metaclaw_runs_total{outcome=%q} %d\n", o, m.runs[o])
+		fmt.Fprintf(w, "metaclaw_runs_total{%s,outcome=%q} %d\n", wl, o, ws.runs[o])
 	}
-	header(w, "metaclaw_run_duration_seconds", "histogram", "Script run durations.")
-	writeHistogram(w, "metaclaw_run_duration_seconds", "", m.runDuration)
-	header(w, "metaclaw_runs_in_flight", "gauge", "Script runs and tool calls in progress.")
-	fmt.Fprintf(w, "metaclaw_runs_in_flight %d\n", m.runsInFlight.Load())
+	header(w, "metaclaw_run_duration_seconds", "histogram", "Script run durations of this workspace.")
+	writeHistogram(w, "metaclaw_run_duration_seconds", wl, ws.runDuration)
+	header(w, "metaclaw_saved_tool_calls_total", "counter", "Calls of this workspace's saved tools by name and outcome.")
+	writeToolCalls(w, ws.toolCalls, wl+",")
+	used, limit, err := s.h.Store.Workspace(workspace).Usage()
+	if err == nil {
+		header(w, "metaclaw_stored_bytes", "gauge", "Bytes this workspace stores (bodies, backups, saved tools).")
+		fmt.Fprintf(w, "metaclaw_stored_bytes{%s} %d\n", wl, used)
+		header(w, "metaclaw_quota_bytes", "gauge", "This workspace's quota.")
+		fmt.Fprintf(w, "metaclaw_quota_bytes{%s} %d\n", wl, limit)
+	}
+	header(w, "metaclaw_upload_bytes_total", "counter", "Bytes received by uploads to this workspace.")
+	fmt.Fprintf(w, "metaclaw_upload_bytes_total{%s} %d\n", wl, ws.uploadBytes.Load())
+	header(w, "metaclaw_download_bytes_total", "counter", "Bytes sent by downloads from this workspace.")
+	fmt.Fprintf(w, "metaclaw_download_bytes_total{%s} %d\n", wl, ws.downloadBytes.Load())
+	header(w, "metaclaw_sse_clients", "gauge", "Connected event-stream clients of this workspace.")
+	fmt.Fprintf(w, "metaclaw_sse_clients{%s} %d\n", wl, ws.sseClients.Load())
+	header(w, "metaclaw_uptime_seconds", "gauge", "Seconds since the server started.")
+	fmt.Fprintf(w, "metaclaw_uptime_seconds %.0f\n", time.Since(m.started).Seconds())
+}
 
-	header(w, "metaclaw_tool_calls_total", "counter", "Operation and tool calls by name and outcome (ok or an error code), from every door.")
-	keys := make([][2]string, 0, len(m.toolCalls))
-	for k := range m.toolCalls {
+func writeToolCalls(w *bufio.Writer, calls map[[2]string]uint64, labels string) {
+	keys := make([][2]string, 0, len(calls))
+	for k := range calls {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+"\x00"+keys[i][1] < keys[j][0]+"\x00"+keys[j][1] })
+	name := "metaclaw_tool_calls_total"
+	if labels != "" {
+		name = "metaclaw_saved_tool_calls_total"
+	}
 	for _, k := range keys {
-		fmt.Fprintf(w, "metaclaw_tool_calls_total{tool=%q,outcome=%q} %d\n", k[0], k[1], m.toolCalls[k])
+		fmt.Fprintf(w, "%s{%stool=%q,outcome=%q} %d\n", name, labels, k[0], k[1], calls[k])
 	}
-
-	header(w, "metaclaw_stored_bytes", "gauge", "Bytes of file bodies stored per workspace.")
-	for _, ws := range m.workspaces {
-		if used, _, err := s.h.Store.Workspace(ws).Usage(); err == nil {
-			fmt.Fprintf(w, "metaclaw_stored_bytes{workspace=%q} %d\n", ws, used)
-		}
-	}
-	header(w, "metaclaw_upload_bytes_total", "counter", "Bytes received by uploads.")
-	fmt.Fprintf(w, "metaclaw_upload_bytes_total %d\n", m.uploadBytes.Load())
-	header(w, "metaclaw_download_bytes_total", "counter", "Bytes sent by downloads.")
-	fmt.Fprintf(w, "metaclaw_download_bytes_total %d\n", m.downloadBytes.Load())
-	header(w, "metaclaw_sse_clients", "gauge", "Connected event-stream clients.")
-	fmt.Fprintf(w, "metaclaw_sse_clients %d\n", m.sseClients.Load())
-	header(w, "metaclaw_uptime_seconds", "gauge", "Seconds since the server started.")
-	fmt.Fprintf(w, "metaclaw_uptime_seconds %.0f\n", time.Since(m.started).Seconds())
 }
 
 func header(w *bufio.Writer, name, kind, help string) {

@@ -111,6 +111,7 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 		w.Header().Set("X-Request-Id", ri.id)
 		rw := &recorder{ResponseWriter: w}
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
+		s.rate.wrap(rw, r)
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -193,7 +194,7 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, err er
 		w.Header().Set("Retry-After", "1")
 	}
 	var b errorBody
-	b.Error.Code, b.Error.Message = e.Code, e.Message
+	b.Error.Code, b.Error.Message = e.Code, s.redact.Message(e.Message)
 	writeJSON(w, status, b)
 }
 

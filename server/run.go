@@ -54,7 +54,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 	release, ok := s.acquireRun()
 	if !ok {
-		s.metrics.observeRun("busy", 0)
+		s.metrics.observeRun(principalOf(r).Workspace, "busy", 0)
 		s.writeError(w, r, apierr.New(apierr.Busy, "the server is running %d scripts already; retry shortly", s.cfg.MaxConcurrentRuns))
 		return
 	}
@@ -77,7 +77,10 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 			outcome = string(res.Error.Code)
 		}
 	}
-	s.metrics.observeRun(outcome, time.Since(start))
+	s.metrics.observeRun(principalOf(r).Workspace, outcome, time.Since(start))
+	if res.Error != nil {
+		res.Error.Message, res.Error.Stack = s.redact.Message(res.Error.Message), s.redact.Message(res.Error.Stack)
+	}
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -147,10 +150,9 @@ func (s *Server) handleCallTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	start := time.Now()
 	res, err := s.h.Registry.CallTool(r.Context(), s.h.Env(principalOf(r).Workspace, sessionOf(r)), name, args)
 	if s.h.Registry.ByTool(name) == nil {
-		s.metrics.observeDynamicTool(name, time.Since(start), err)
+		s.metrics.observeDynamicTool(principalOf(r).Workspace, name, err)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -168,8 +170,19 @@ func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	// A standalone GET stream lives until the client leaves: end it when the
-	// server shuts down so that shutdown waits only for real work.
+	// A standalone GET stream lives until the client leaves: it takes a
+	// stream slot, and it ends when the server shuts down so that shutdown
+	// waits only for real work.
+	if r.Method == http.MethodGet {
+		release, err := s.streams.acquire(principalOf(r).Workspace)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer release()
+		s.metrics.streams.Add(1)
+		defer s.metrics.streams.Add(-1)
+	}
 	ctx, cancel := contextUntil(r.Context(), s.closing)
 	defer cancel()
 	h.ServeHTTP(w, r.WithContext(ctx))

@@ -116,7 +116,7 @@ func TestTools(t *testing.T) {
 	for _, x := range list {
 		m := x.(map[string]any)
 		byName[m["name"].(string)] = m
-		if len(m) != 3 || m["description"] == "" || m["input_schema"].(map[string]any)["type"] != "object" {
+		if m["description"] == "" || m["input_schema"].(map[string]any)["type"] != "object" {
 			t.Fatalf("tool entry is not an Anthropic tool: %v", m)
 		}
 	}
@@ -231,11 +231,11 @@ func TestRoutesAndOps(t *testing.T) {
 	m := string(b)
 	for _, want := range []string{
 		`metaclaw_http_requests_total{method="GET",route="/api/files",status="200"}`,
-		`metaclaw_runs_total{outcome="ok"} 1`,
-		`metaclaw_run_duration_seconds_count 1`,
+		`metaclaw_runs_total{workspace="default",outcome="ok"} 1`,
+		`metaclaw_run_duration_seconds_count{workspace="default"} 1`,
 		`metaclaw_tool_calls_total{tool="file_list",outcome="ok"} 1`,
 		`metaclaw_stored_bytes{workspace="default"} 4`,
-		`metaclaw_upload_bytes_total 4`,
+		`metaclaw_upload_bytes_total{workspace="default"} 4`,
 		`metaclaw_http_request_duration_seconds_bucket{route="/api/run",le="+Inf"}`,
 		"# TYPE metaclaw_runs_total counter",
 	} {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/server/mcpserver"
+	"github.com/metaclaw/metaclaw/server/redact"
 )
 
 // Config is what a Server is built from.
@@ -43,6 +44,11 @@ type Config struct {
 	// MaxConcurrentRuns caps script runs and tool calls in flight; beyond it
 	// requests get 503 BUSY (default 64).
 	MaxConcurrentRuns int
+	// MaxEventStreams caps open event streams (GET /api/events and MCP's
+	// GET stream) in total (default 1024), MaxEventStreamsPerWorkspace per
+	// workspace (default 64); beyond them a new stream gets BUSY.
+	MaxEventStreams             int
+	MaxEventStreamsPerWorkspace int
 	// Heartbeat is the SSE keep-alive interval (default 15 s).
 	Heartbeat time.Duration
 	// InlineTextLimit is the largest text file the content API returns
@@ -60,6 +66,13 @@ type Config struct {
 	// PublicURL, when set, is the scheme://host prefix of signed URLs;
 	// otherwise they are built from the request's Host.
 	PublicURL string
+	// BodyMinRate is the slowest average rate (bytes a second) a request
+	// body may arrive at after BodyGrace (default 4 KiB/s after 10 s);
+	// BodyIdleTimeout the longest pause in it (default 30 s). A slower
+	// body ends with TIMEOUT.
+	BodyMinRate     int64
+	BodyGrace       time.Duration
+	BodyIdleTimeout time.Duration
 	// ShutdownTimeout bounds how long Serve waits for in-flight uploads and
 	// runs after its context ends (default 60 s).
 	ShutdownTimeout time.Duration
@@ -83,6 +96,9 @@ type Server struct {
 	router  *mux.Router
 	handler http.Handler
 	metrics *metrics
+	streams *streamCaps
+	redact  *redact.Redactor
+	rate    bodyRate
 	mcp     *mcpserver.Manager
 	runs    chan struct{}
 
@@ -101,6 +117,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConcurrentRuns <= 0 {
 		cfg.MaxConcurrentRuns = 64
 	}
+	if cfg.MaxEventStreams <= 0 {
+		cfg.MaxEventStreams = 1024
+	}
+	if cfg.MaxEventStreamsPerWorkspace <= 0 {
+		cfg.MaxEventStreamsPerWorkspace = 64
+	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
@@ -112,6 +134,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.SignedURLTTL <= 0 {
 		cfg.SignedURLTTL = time.Hour
+	}
+	if cfg.BodyMinRate <= 0 {
+		cfg.BodyMinRate = 4 << 10
+	}
+	if cfg.BodyGrace <= 0 {
+		cfg.BodyGrace = 10 * time.Second
+	}
+	if cfg.BodyIdleTimeout <= 0 {
+		cfg.BodyIdleTimeout = 30 * time.Second
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 60 * time.Second
@@ -141,11 +172,14 @@ func New(cfg Config) (*Server, error) {
 		runs:    make(chan struct{}, cfg.MaxConcurrentRuns),
 		closing: make(chan struct{}),
 	}
-	s.metrics = newMetrics(s.workspaces())
+	s.metrics = newMetrics()
+	s.streams = newStreamCaps(cfg.MaxEventStreamsPerWorkspace, cfg.MaxEventStreams)
+	s.redact = redact.ForDataDir(cfg.Host.Config.DataDir)
+	s.rate = bodyRate{minRate: cfg.BodyMinRate, grace: cfg.BodyGrace, idle: cfg.BodyIdleTimeout}
 	s.observeRegistry()
 	s.mcp = mcpserver.New(cfg.Host, mcpserver.Options{
-		Log: cfg.Log, Version: cfg.Version, Gate: s.acquireRun,
-		Observe: s.metrics.observeDynamicTool,
+		Log: cfg.Log, Version: cfg.Version, Gate: s.acquireRun, Redact: s.redact.Message,
+		Observe: func(ws, name string, _ time.Duration, err error) { s.metrics.observeDynamicTool(ws, name, err) },
 	})
 	if cfg.Tools != nil {
 		cfg.Tools.OnChange(s.mcp.ToolsChanged)
@@ -157,14 +191,6 @@ func New(cfg Config) (*Server, error) {
 
 // Handler is the server's root handler.
 func (s *Server) Handler() http.Handler { return s.handler }
-
-// workspaces are the workspaces this server can serve (for metrics).
-func (s *Server) workspaces() []string {
-	if s.tokens.empty() {
-		return []string{s.cfg.Workspace}
-	}
-	return s.tokens.workspaces()
-}
 
 // observeRegistry counts tool calls by name and outcome.
 func (s *Server) observeRegistry() {

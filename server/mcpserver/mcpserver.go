@@ -21,6 +21,7 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/server/redact"
 )
 
 // Options configure a Manager.
@@ -32,7 +33,10 @@ type Options struct {
 	Gate func() (release func(), ok bool)
 	// Observe, when set, is told about calls of saved (dynamic) tools; the
 	// registry observes the compiled-in ones itself.
-	Observe func(name string, d time.Duration, err error)
+	Observe func(workspace, name string, d time.Duration, err error)
+	// Redact, when set, removes server paths from error messages (the
+	// default redacts the host's data, temp and working directories).
+	Redact func(string) string
 	// SessionTimeout closes idle streamable-HTTP sessions (default 30 min).
 	SessionTimeout time.Duration
 }
@@ -68,6 +72,9 @@ func New(h *hostapi.Host, opts Options) *Manager {
 	}
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 30 * time.Minute
+	}
+	if opts.Redact == nil {
+		opts.Redact = redact.ForDataDir(h.Config.DataDir).Message
 	}
 	return &Manager{h: h, opts: opts, sdkLog: slog.New(minLevel{opts.Log.Handler(), slog.LevelWarn}), servers: map[string]*workspaceServer{}}
 }
@@ -243,7 +250,7 @@ func (m *Manager) handler(workspace, name string) mcp.ToolHandler {
 		start := time.Now()
 		res, err := m.h.Registry.CallTool(ctx, m.h.Env(workspace, session), name, args)
 		if m.opts.Observe != nil && m.h.Registry.ByTool(name) == nil {
-			m.opts.Observe(name, time.Since(start), err)
+			m.opts.Observe(workspace, name, time.Since(start), err)
 		}
 		if err != nil {
 			return errorResult(err), nil
