@@ -393,7 +393,9 @@ func TestUploadFieldsAnyOrder(t *testing.T) {
 	file := func(name, content string) string {
 		return "Content-Disposition: form-data; name=\"file\"; filename=\"" + name + "\"\r\n\r\n" + content
 	}
-	field := func(name, v string) string { return "Content-Disposition: form-data; name=\"" + name + "\"\r\n\r\n" + v }
+	field := func(name, v string) string {
+		return "Content-Disposition: form-data; name=\"" + name + "\"\r\n\r\n" + v
+	}
 	decode := func(b []byte) map[string]any {
 		var m map[string]any
 		json.Unmarshal(b, &m)

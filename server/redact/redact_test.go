@@ -14,13 +14,13 @@ func TestMessage(t *testing.T) {
 	}
 	r := New(link, "/srv/metaclaw-data")
 	for in, want := range map[string]string{
-		"open " + dir + "/files/ab12: no such file or directory":         "open [server path]: no such file or directory",
-		`cannot read "` + link + `/files/x" (permission denied)`:         `cannot read "[server path]" (permission denied)`,
-		"/srv/metaclaw-data/metaclaw.db is locked":                       "[server path] is locked",
-		"lstat /srv/metaclaw-data: not a directory":                      "lstat [server path]: not a directory",
-		"file \"reports/q3.xlsx\" not found":                             "file \"reports/q3.xlsx\" not found",
-		"GET http://example.com/srv/metaclaw-data/x failed":              "GET http://example.com/srv/metaclaw-data/x failed",
-		"/srv/metaclaw-database is another directory":                    "/srv/metaclaw-database is another directory",
+		"open " + dir + "/files/ab12: no such file or directory": "open [server path]: no such file or directory",
+		`cannot read "` + link + `/files/x" (permission denied)`: `cannot read "[server path]" (permission denied)`,
+		"/srv/metaclaw-data/metaclaw.db is locked":               "[server path] is locked",
+		"lstat /srv/metaclaw-data: not a directory":              "lstat [server path]: not a directory",
+		"file \"reports/q3.xlsx\" not found":                     "file \"reports/q3.xlsx\" not found",
+		"GET http://example.com/srv/metaclaw-data/x failed":      "GET http://example.com/srv/metaclaw-data/x failed",
+		"/srv/metaclaw-database is another directory":            "/srv/metaclaw-database is another directory",
 	} {
 		if got := r.Message(in); got != want {
 			t.Errorf("%q\n got %q\nwant %q", in, got, want)
