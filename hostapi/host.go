@@ -19,6 +19,13 @@ type Config struct {
 	DataDir          string
 	MaxFileSize      int64
 	MaxWorkspaceSize int64
+	// WorkspaceQuotas overrides MaxWorkspaceSize for the workspaces it names.
+	WorkspaceQuotas map[string]int64
+	// MaxToolSize bounds one saved tool (code + schema); 0 is the store's default.
+	MaxToolSize int64
+	// EventHistory is how many change events are kept for resuming
+	// subscribers; 0 is the store's default.
+	EventHistory int
 	// AllowPrivateDownloads lets files.download reach loopback and private
 	// addresses (local testing only; SPEC 8).
 	AllowPrivateDownloads bool
@@ -83,7 +90,8 @@ func NewHost(cfg Config) (*Host, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	st, err := store.Open(store.Config{Dir: cfg.DataDir, MaxFileSize: cfg.MaxFileSize, MaxWorkspaceSize: cfg.MaxWorkspaceSize})
+	st, err := store.Open(store.Config{Dir: cfg.DataDir, MaxFileSize: cfg.MaxFileSize, MaxWorkspaceSize: cfg.MaxWorkspaceSize,
+		WorkspaceQuotas: cfg.WorkspaceQuotas, MaxToolSize: cfg.MaxToolSize, EventHistory: cfg.EventHistory})
 	if err != nil {
 		return nil, err
 	}
