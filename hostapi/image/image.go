@@ -55,6 +55,13 @@ func dimension() hostapi.Schema {
 	return hostapi.Schema{"type": []any{"integer", "null"}, "minimum": 1, "maximum": maxSide}
 }
 
+// pixels is the schema of a pixel offset or length from min to maxSide;
+// values outside are VALIDATION_FAILED before a handler sees them, so no
+// sum or product of them overflows.
+func pixels(min int) hostapi.Schema {
+	return hostapi.Schema{"type": "integer", "minimum": min, "maximum": maxSide}
+}
+
 // outputParams are the options of operations that write a file.
 func outputParams(inPlace bool) []hostapi.Param {
 	ps := []hostapi.Param{
@@ -127,10 +134,10 @@ func ops() []hostapi.Op {
 		Doc: "Cut a rectangle out of an image into a new file (or in place); returns the file's id, name, width, height and size. " +
 			"The region is in pixels of the image as displayed and must lie inside it (see image_info).",
 		Params: with([]hostapi.Param{ref,
-			{Name: "left", Schema: hostapi.Integer(0), Required: true, Group: "region", Doc: "Left edge of the region, in pixels from the image's left."},
-			{Name: "top", Schema: hostapi.Integer(0), Required: true, Group: "region", Doc: "Top edge of the region, in pixels from the image's top."},
-			{Name: "width", Schema: hostapi.Integer(1), Required: true, Group: "region", Doc: "Width of the region in pixels."},
-			{Name: "height", Schema: hostapi.Integer(1), Required: true, Group: "region", Doc: "Height of the region in pixels."},
+			{Name: "left", Schema: pixels(0), Required: true, Group: "region", Doc: "Left edge of the region, in pixels from the image's left."},
+			{Name: "top", Schema: pixels(0), Required: true, Group: "region", Doc: "Top edge of the region, in pixels from the image's top."},
+			{Name: "width", Schema: pixels(1), Required: true, Group: "region", Doc: "Width of the region in pixels."},
+			{Name: "height", Schema: pixels(1), Required: true, Group: "region", Doc: "Height of the region in pixels."},
 		}, outputParams(true)),
 		Result: FileResult{}, Destructive: true,
 		Examples: []hostapi.Example{{
@@ -173,8 +180,8 @@ func ops() []hostapi.Op {
 					"type": "object", "additionalProperties": false, "required": []any{"ref"},
 					"properties": hostapi.Schema{
 						"ref":     hostapi.Schema{"type": "string", "minLength": 1, "description": "Overlay image file id or workspace path."},
-						"left":    hostapi.Schema{"type": "integer", "description": "Overlay's left edge on the base, in pixels (default 0; may be negative)."},
-						"top":     hostapi.Schema{"type": "integer", "description": "Overlay's top edge on the base, in pixels (default 0; may be negative)."},
+						"left":    hostapi.Schema{"type": "integer", "minimum": -maxSide, "maximum": maxSide, "description": "Overlay's left edge on the base, in pixels (default 0; may be negative)."},
+						"top":     hostapi.Schema{"type": "integer", "minimum": -maxSide, "maximum": maxSide, "description": "Overlay's top edge on the base, in pixels (default 0; may be negative)."},
 						"opacity": hostapi.Schema{"type": "number", "minimum": 0, "maximum": 1, "description": "Opacity 0-1 (default 1)."},
 					}}}},
 		}, outputParams(true)),

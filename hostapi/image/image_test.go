@@ -659,7 +659,7 @@ func TestBadInput(t *testing.T) {
 		if apierr.CodeOf(err) != c.code {
 			t.Fatalf("%s %v: want %s, got %v", c.tool, c.args, c.code, err)
 		}
-		if d := time.Since(start); d > 5*time.Second {
+		if d := time.Since(start); d > 30*time.Second { // a hang, not slowness on a busy machine
 			t.Fatalf("%s %v took %v", c.tool, c.args, d)
 		}
 	}
@@ -746,7 +746,7 @@ func TestDeadline(t *testing.T) {
 	e.upload("photo.jpg", photo4000())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
-	time.Sleep(time.Millisecond)
+	<-ctx.Done()
 	_, err := e.h.Registry.CallTool(ctx, e.env, "image_resize", map[string]any{"id": "a.jpg", "width": 10})
 	if apierr.CodeOf(err) != apierr.Timeout {
 		t.Fatalf("expired deadline: %v", err)
@@ -760,7 +760,7 @@ func TestDeadline(t *testing.T) {
 	if apierr.CodeOf(err) != apierr.Timeout {
 		t.Fatalf("deadline during the encode: %v", err)
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > 5*time.Second { // ~100 ms; generous for a busy machine
 		t.Fatalf("the deadline took %v to stop the encode", d)
 	}
 	if fs, _ := e.env.WS.List(e.ctx, "photo*"); len(fs) != 1 {

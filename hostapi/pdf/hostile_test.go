@@ -51,7 +51,7 @@ func TestHostileFiles(t *testing.T) {
 			if apierr.CodeOf(err) != c.code {
 				t.Errorf("%s on %s: got %v, want %s", call.tool, name, err, c.code)
 			}
-			if d := time.Since(start); d > 5*time.Second {
+			if d := time.Since(start); d > 30*time.Second { // a hang, not slowness on a busy machine
 				t.Errorf("%s on %s took %v", call.tool, name, d)
 			}
 		}
@@ -65,7 +65,9 @@ func TestHostileFiles(t *testing.T) {
 func TestTenThousandPages(t *testing.T) {
 	e := newTestEnv(t)
 	e.upload("big.pdf", manyPagesPDF(10000))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A bound against hangs, not a speed target (benchmarks hold those):
+	// the whole sequence takes ~3 s of CPU, far longer on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	e.ctx = ctx
 	info := e.mustTool("pdf_info", map[string]any{"id": "big.pdf"})

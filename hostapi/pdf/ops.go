@@ -4,15 +4,25 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi"
 )
 
+// maxPages bounds every page number an operation accepts: far more pages
+// than a 50 MB file can hold, and small enough for any int.
+const maxPages = 1_000_000
+
+// pageNumber is the schema of a page number from min to maxPages; numbers
+// outside it are VALIDATION_FAILED before a handler sees them.
+func pageNumber(min int) hostapi.Schema {
+	return hostapi.Schema{"type": "integer", "minimum": min, "maximum": maxPages}
+}
+
 // ops declares every PDF operation once; the JS stubs, meta-tools, HTTP,
 // MCP and TypeScript declarations all derive from these.
 func (a *area) ops() []hostapi.Op {
 	ref := hostapi.Ref("PDF file id or workspace path, e.g. \"reports/q3.pdf\"")
 	pageParam := func(doc string) hostapi.Param {
-		return hostapi.Param{Name: "page", Schema: hostapi.Integer(1), Doc: doc, Required: true}
+		return hostapi.Param{Name: "page", Schema: pageNumber(1), Doc: doc, Required: true}
 	}
 	coord := func(name, doc string) hostapi.Param {
-		return hostapi.Param{Name: name, Schema: hostapi.Schema{"type": "number", "minimum": 0}, Doc: doc, Required: true, Group: "position"}
+		return hostapi.Param{Name: name, Schema: hostapi.Schema{"type": "number", "minimum": 0, "maximum": maxPageSide}, Doc: doc, Required: true, Group: "position"}
 	}
 	return []hostapi.Op{
 		{
@@ -34,7 +44,7 @@ func (a *area) ops() []hostapi.Op {
 			Doc: "Extract the text a reader sees, page by page, in reading order: spaces between words, a newline between lines. " +
 				"Returns {pages:[{page,text}], totalPages}. For long documents ask for a few pages at a time with pages: [1, 2, 3]. Scanned pages without a text layer come back empty.",
 			Params: []hostapi.Param{ref,
-				{Name: "pages", Schema: hostapi.Schema{"type": "array", "items": hostapi.Integer(1), "minItems": 1, "maxItems": 10000}, Doc: "1-based page numbers to extract; default: all pages", Group: "options"},
+				{Name: "pages", Schema: hostapi.Schema{"type": "array", "items": pageNumber(1), "minItems": 1, "maxItems": 10000}, Doc: "1-based page numbers to extract; default: all pages", Group: "options"},
 			},
 			Result:   ExtractTextResult{},
 			ReadOnly: true, Idempotent: true,
@@ -60,7 +70,7 @@ func (a *area) ops() []hostapi.Op {
 					hostapi.Schema{"type": "array", "items": hostapi.Schema{"type": "number", "exclusiveMinimum": 0, "maximum": maxPageSide}, "minItems": 2, "maxItems": 2},
 				}}, Doc: "\"A4\", \"Letter\", \"A3\", \"A5\", \"Legal\" or [width, height] in points (72 points = 1 inch)", Group: "options"},
 				{Name: "orientation", Schema: hostapi.Enum("portrait", "landscape"), Doc: "swap width and height to match; default: as the size says", Group: "options"},
-				{Name: "after", Schema: hostapi.Integer(0), Doc: "insert after this page number; 0 inserts before the first page; default: after the last page", Group: "options"},
+				{Name: "after", Schema: pageNumber(0), Doc: "insert after this page number; 0 inserts before the first page; default: after the last page", Group: "options"},
 			},
 			Result: PagesResult{},
 			Examples: []hostapi.Example{{

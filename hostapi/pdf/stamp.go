@@ -186,7 +186,13 @@ func (a *area) addText(ctx context.Context, c *hostapi.Call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return stampPage(ctx, c, page, x, y, func(t stampTarget) (string, error) {
+	return stampPage(ctx, c, page, x, y, textStamp(font, lines, size, color, x, y))
+}
+
+// textStamp draws lines at (x, y), the top-left corner of the first
+// line's box, in font at size points with the fill colour operator color.
+func textStamp(font *pdfFont, lines []string, size float64, color string, x, y float64) func(t stampTarget) (string, error) {
+	return func(t stampTarget) (string, error) {
 		fonts, err := t.resources("Font")
 		if err != nil {
 			return "", err
@@ -196,7 +202,6 @@ func (a *area) addText(ctx context.Context, c *hostapi.Call) (any, error) {
 		lead := size * 1.2
 		var b strings.Builder
 		fmt.Fprintf(&b, "q\n%s\nBT\n/%s %s Tf\n%s\n%s TL\n", cmOp(t.frame), fontKey, num(size), color, num(lead))
-		// (x, y) is the top-left corner of the first line's box.
 		fmt.Fprintf(&b, "%s %s Td\n", num(x), num(h-y-font.ascent()/1000*size))
 		for i, l := range lines {
 			if i > 0 {
@@ -213,7 +218,7 @@ func (a *area) addText(ctx context.Context, c *hostapi.Call) (any, error) {
 		}
 		fonts[fontKey] = *ref
 		return b.String(), nil
-	})
+	}
 }
 
 // stampTarget is the page addText and addImage draw on.
@@ -244,29 +249,35 @@ func (t stampTarget) resources(kind string) (types.Dict, error) {
 // lies on it. It answers both operations.
 func stampPage(ctx context.Context, c *hostapi.Call, page int, x, y float64, draw func(t stampTarget) (string, error)) (any, error) {
 	err := editPDF(ctx, c, model.ADDWATERMARKS, func(name string, doc *model.Context) error {
-		if page > doc.PageCount {
-			return pageError(name, page, doc.PageCount)
-		}
-		pd, frame, inh, err := pageFrameOf(doc, page)
-		if err != nil {
-			return libError(name, err)
-		}
-		if err := checkPosition(name, page, frame, x, y); err != nil {
-			return err
-		}
-		content, err := draw(stampTarget{name: name, xref: doc.XRefTable, page: pd, inh: inh, frame: frame})
-		if err != nil {
-			return err
-		}
-		if err := appendContent(doc.XRefTable, pd, content); err != nil {
-			return libError(name, err)
-		}
-		return nil
+		return stampDoc(name, doc, page, x, y, draw)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return OKResult{OK: true}, nil
+}
+
+// stampDoc appends the content draw returns to page of doc, named name,
+// after checking that the page exists and that (x, y) lies on it.
+func stampDoc(name string, doc *model.Context, page int, x, y float64, draw func(t stampTarget) (string, error)) error {
+	if page > doc.PageCount {
+		return pageError(name, page, doc.PageCount)
+	}
+	pd, frame, inh, err := pageFrameOf(doc, page)
+	if err != nil {
+		return libError(name, err)
+	}
+	if err := checkPosition(name, page, frame, x, y); err != nil {
+		return err
+	}
+	content, err := draw(stampTarget{name: name, xref: doc.XRefTable, page: pd, inh: inh, frame: frame})
+	if err != nil {
+		return err
+	}
+	if err := appendContent(doc.XRefTable, pd, content); err != nil {
+		return libError(name, err)
+	}
+	return nil
 }
 
 // readImage reads a workspace PNG or JPEG and checks its pixel count
@@ -276,19 +287,34 @@ func readImage(ctx context.Context, c *hostapi.Call, ref string) (*store.File, [
 	if err != nil {
 		return nil, nil, image.Config{}, err
 	}
+	cfg, err := imageHeader(meta.Name, meta.MimeType, data, c.Host.Config.MaxImagePixels)
+	if err != nil {
+		return nil, nil, image.Config{}, err
+	}
+	return meta, data, cfg, nil
+}
+
+// imageHeader reads the size of a PNG or JPEG, named name, from its header
+// and refuses it when it is above maxPixels: pdfcpu decodes PNG pixels to
+// embed them, so the check comes before anything decodes. mimeType is
+// what the store detected, for the message.
+func imageHeader(name, mimeType string, data []byte, maxPixels int64) (image.Config, error) {
 	isPNG := bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n"))
 	isJPEG := bytes.HasPrefix(data, []byte{0xFF, 0xD8, 0xFF})
 	if !isPNG && !isJPEG {
-		return nil, nil, image.Config{}, apierr.New(apierr.UnsupportedFormat, "%q is not a PNG or JPEG image (detected %s); convert it first, e.g. with files.image.convert(ref, \"png\")", meta.Name, meta.MimeType)
+		return image.Config{}, apierr.New(apierr.UnsupportedFormat, "%q is not a PNG or JPEG image (detected %s); convert it first, e.g. with files.image.convert(ref, \"png\")", name, mimeType)
 	}
 	cfg, _, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
-		return nil, nil, image.Config{}, apierr.Wrap(apierr.UnsupportedFormat, err, "%q could not be read as an image (%v); the file may be damaged", meta.Name, err)
+		return image.Config{}, apierr.Wrap(apierr.UnsupportedFormat, err, "%q could not be read as an image (%v); the file may be damaged", name, err)
 	}
-	if int64(cfg.Width)*int64(cfg.Height) > c.Host.Config.MaxImagePixels {
-		return nil, nil, image.Config{}, apierr.New(apierr.TooLarge, "%q is %d×%d pixels, more than the limit of %d pixels; resize it first with files.image.resize", meta.Name, cfg.Width, cfg.Height, c.Host.Config.MaxImagePixels)
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return image.Config{}, apierr.New(apierr.UnsupportedFormat, "%q declares a %d × %d image, which has no pixels; the file is damaged", name, cfg.Width, cfg.Height)
 	}
-	return meta, data, cfg, nil
+	if int64(cfg.Width)*int64(cfg.Height) > maxPixels {
+		return image.Config{}, apierr.New(apierr.TooLarge, "%q is %d×%d pixels, more than the limit of %d pixels; resize it first with files.image.resize", name, cfg.Width, cfg.Height, maxPixels)
+	}
+	return cfg, nil
 }
 
 func (a *area) addImage(ctx context.Context, c *hostapi.Call) (any, error) {
@@ -311,10 +337,16 @@ func (a *area) addImage(ctx context.Context, c *hostapi.Call) (any, error) {
 	case !hasW:
 		width = height * float64(cfg.Width) / float64(cfg.Height)
 	}
-	return stampPage(ctx, c, page, x, y, func(t stampTarget) (string, error) {
-		imgRef, _, _, err := model.CreateImageResource(t.xref, bytes.NewReader(imgData))
+	return stampPage(ctx, c, page, x, y, imageStamp(img.Name, imgData, x, y, width, height))
+}
+
+// imageStamp draws the PNG or JPEG data, named name, with its top-left
+// corner at (x, y), width × height points.
+func imageStamp(name string, data []byte, x, y, width, height float64) func(t stampTarget) (string, error) {
+	return func(t stampTarget) (string, error) {
+		imgRef, _, _, err := model.CreateImageResource(t.xref, bytes.NewReader(data))
 		if err != nil {
-			return "", apierr.Wrap(apierr.UnsupportedFormat, err, "%q could not be embedded as an image (%v); the file may be damaged — re-save it as PNG or JPEG", img.Name, err)
+			return "", apierr.Wrap(apierr.UnsupportedFormat, err, "%q could not be embedded as an image (%v); the file may be damaged — re-save it as PNG or JPEG", name, err)
 		}
 		xobjects, err := t.resources("XObject")
 		if err != nil {
@@ -324,5 +356,5 @@ func (a *area) addImage(ctx context.Context, c *hostapi.Call) (any, error) {
 		xobjects[key] = *imgRef
 		_, h := t.frame.size()
 		return fmt.Sprintf("q\n%s\n%s 0 0 %s %s %s cm\n/%s Do\nQ\n", cmOp(t.frame), num(width), num(height), num(x), num(h-y-height), key), nil
-	})
+	}
 }

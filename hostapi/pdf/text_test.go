@@ -154,7 +154,7 @@ func TestExtractTextTimeLimit(t *testing.T) {
 	start := time.Now()
 	_, err := e.h.Registry.CallTool(ctx, e.env, "pdf_extract_text", map[string]any{"id": "big.pdf"})
 	wantCode(t, err, apierr.Timeout)
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 5*time.Second { // ~50 ms; generous for a busy machine
 		t.Fatalf("timeout took %v", d)
 	}
 	// The engine recovers: the next call works.
