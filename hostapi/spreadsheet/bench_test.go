@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/xuri/excelize/v2"
+
+	"github.com/metaclaw/metaclaw/hostapi"
 )
 
 // bigBook writes a rows × 10 workbook the way Excel lays one out (shared
@@ -283,5 +285,23 @@ func BenchmarkWriteRange100kInvoke(b *testing.B) {
 				b.Fatalf("row %d col %d: read %#v, wrote %#v", 99999+i, j+1, r[j], wv)
 			}
 		}
+	}
+}
+
+// BenchmarkRegister is the start-up cost of the spreadsheet area: declaring
+// its operations (the registry compiles their schemas) and the blank
+// workbook maker. Nothing is opened or built until the first call.
+func BenchmarkRegister(b *testing.B) {
+	h := newEnv(b).h
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		h.Registry = hostapi.NewRegistry()
+		if err := Register(h); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if _, err := os.Stat(filepath.Join(h.Store.CacheDir(), "spreadsheet")); !os.IsNotExist(err) {
+		b.Fatalf("Register created the cache directory (%v)", err)
 	}
 }
