@@ -114,6 +114,14 @@ func FuzzLineIndex(f *testing.F) {
 			}
 			if line > 1 {
 				prev, _ := idx.lineOffset(r, line-1)
+				// Every range of lines ending here agrees with the offsets.
+				for first := max(1, line-3); first < line; first++ {
+					from, to, err := idx.lineRange(r, first, line-1)
+					start, _ := idx.lineOffset(r, first)
+					if err != nil || from != start || to != off {
+						t.Fatalf("%s: lines %d-%d span [%d, %d), want [%d, %d) (%v)", enc, first, line-1, from, to, start, off, err)
+					}
+				}
 				s, err := idx.decode(body[prev:off])
 				if err != nil {
 					t.Fatal(err)

@@ -232,14 +232,42 @@ func (idx *lineIndex) lineOffset(f io.ReaderAt, n int) (int64, error) {
 		return idx.size, nil
 	}
 	k := (n - 1) / idx.every
-	off := idx.checkpoints[k]
-	skip := n - 1 - k*idx.every
+	return idx.skipLines(f, idx.checkpoints[k], n-1-k*idx.every)
+}
+
+// lineRange returns the byte range [from, to) of lines start..end (end =
+// start-1 gives the empty range before line start). When both ends lie
+// between the same two checkpoints, the scan for the end goes on from the
+// start instead of from the checkpoint again.
+func (idx *lineIndex) lineRange(f io.ReaderAt, start, end int) (from, to int64, err error) {
+	if from, err = idx.lineOffset(f, start); err != nil {
+		return 0, 0, err
+	}
+	if end+1 > idx.totalLines {
+		return from, idx.size, nil
+	}
+	if (start-1)/idx.every == end/idx.every {
+		to, err = idx.skipLines(f, from, end+1-start)
+	} else {
+		to, err = idx.lineOffset(f, end+1)
+	}
+	return from, to, err
+}
+
+// scanBufs recycles the buffers lineOffset scans with.
+var scanBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// skipLines returns the offset of the line that starts skip lines after
+// the line starting at off.
+func (idx *lineIndex) skipLines(f io.ReaderAt, off int64, skip int) (int64, error) {
 	if skip == 0 {
 		return off, nil
 	}
 	// Reads start at line starts and have an even length, so UTF-16
 	// chunks stay aligned to code units.
-	buf := make([]byte, 64<<10)
+	bp := scanBufs.Get().(*[]byte)
+	defer scanBufs.Put(bp)
+	buf := *bp
 	for {
 		m, err := f.ReadAt(buf, off)
 		chunk := buf[:m]

@@ -483,10 +483,7 @@ func openLines(f *store.File, path string, li *lineIndex, start, end int) (fh *o
 	if err != nil {
 		return nil, 0, 0, apierr.Wrap(apierr.FileReadFailed, err, "cannot open %q: %v", f.Name, err)
 	}
-	if from, err = li.lineOffset(fh, start); err == nil {
-		to, err = li.lineOffset(fh, end+1)
-	}
-	if err != nil {
+	if from, to, err = li.lineRange(fh, start, end); err != nil {
 		fh.Close()
 		return nil, 0, 0, err
 	}
