@@ -47,18 +47,28 @@ func (w *Workspace) Resolve(ctx context.Context, ref string) (*File, error) {
 	if ref == "" {
 		return nil, apierr.New(apierr.ValidationFailed, "file reference is empty; pass a file id or a name such as \"data.csv\"")
 	}
+	if w.s.shared != nil {
+		return w.s.shared.resolveFile(ctx, w.name, ref)
+	}
 	if IsID(ref) {
 		f, err := w.s.byID(w.name, strings.ToLower(ref))
+		if err == nil && f.expired(time.Now()) {
+			return nil, notFound(ref)
+		}
 		if err == nil || !apierr.Is(err, apierr.NotFound) {
 			return f, err
 		}
 		// A name that looks like an id.
 	}
 	f, err := w.s.byName(w.name, lookupName(ref))
-	if apierr.Is(err, apierr.NotFound) {
-		return nil, apierr.New(apierr.NotFound, "file %q not found; call files.list() to see the workspace's files", ref)
+	if apierr.Is(err, apierr.NotFound) || (err == nil && f.expired(time.Now())) {
+		return nil, notFound(ref)
 	}
 	return f, err
+}
+
+func notFound(ref string) error {
+	return apierr.New(apierr.NotFound, "file %q not found; call files.list() to see the workspace's files", ref)
 }
 
 // byID and byName are the two metadata lookups. A lookup by key takes
@@ -89,6 +99,10 @@ func (w *Workspace) List(ctx context.Context, pattern string) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if w.s.shared != nil {
+		return w.s.shared.list(ctx, w.name, g)
+	}
+	now := time.Now()
 	rows, err := w.s.db.QueryContext(ctx, `SELECT `+fileColumns+` FROM agent_files WHERE workspace=? ORDER BY name`, w.name)
 	if err != nil {
 		return nil, apierr.From(err)
@@ -100,7 +114,7 @@ func (w *Workspace) List(ctx context.Context, pattern string) ([]File, error) {
 		if err != nil {
 			return nil, apierr.From(err)
 		}
-		if g.Match(f.Name) {
+		if g.Match(f.Name) && !f.expired(now) {
 			out = append(out, *f)
 		}
 	}
@@ -125,6 +139,9 @@ func (r *Reader) Close() error {
 // Open opens a file's body for reading. The body is opened without
 // following symbolic links: one planted in the data directory is refused.
 func (w *Workspace) Open(ctx context.Context, ref string) (*Reader, error) {
+	if w.s.shared != nil {
+		return w.s.shared.open(ctx, w.name, ref)
+	}
 	var fh *os.File
 	f, unpin, err := w.readable(ctx, ref, func(f *File, path string) (err error) {
 		fh, err = openBody(path, f.Name)
@@ -141,6 +158,9 @@ func (w *Workspace) Open(ctx context.Context, ref string) (*Reader, error) {
 // that path until fn returns, whatever writers do meanwhile. fn must only
 // read the path.
 func (w *Workspace) View(ctx context.Context, ref string, fn func(f *File, path string) error) error {
+	if w.s.shared != nil {
+		return w.s.shared.view(ctx, w.name, ref, fn)
+	}
 	f, unpin, err := w.readable(ctx, ref, func(f *File, path string) error { return checkBody(path, f.Name) })
 	if err != nil {
 		return err
@@ -236,6 +256,10 @@ func (w *Workspace) writing(ctx context.Context, ref string) (*File, func(), err
 			return nil, nil, err
 		}
 		f, err := w.s.byID(w.name, id)
+		if err == nil && f.expired(time.Now()) {
+			release()
+			return nil, nil, notFound(ref)
+		}
 		if err == nil {
 			return f, release, nil
 		}
@@ -274,6 +298,29 @@ type CreateOptions struct {
 	MimeType  string // used when the body gives no better answer (empty or unknown)
 	Source    string // upload, created or derived; default created
 	Overwrite bool   // replace an existing file of the same name (keeping its id)
+	// TTL, when positive, makes the file disappear that long after it is
+	// created (or overwritten), with the usual file:deleted event.
+	TTL time.Duration
+}
+
+// expiry is when a file created now with opt disappears (zero: never).
+func (opt CreateOptions) expiry(now time.Time) time.Time {
+	if opt.TTL <= 0 {
+		return time.Time{}
+	}
+	return now.Add(opt.TTL)
+}
+
+// expired reports whether f's time to live has run out at now.
+func (f *File) expired(now time.Time) bool {
+	return !f.ExpiresOn.IsZero() && !f.ExpiresOn.After(now)
+}
+
+func formatExpiry(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return formatTime(t)
 }
 
 // Create stores body as a new file. An existing name answers ALREADY_EXISTS
@@ -285,6 +332,12 @@ func (w *Workspace) Create(ctx context.Context, opt CreateOptions, src io.Reader
 	name, err := CleanName(opt.Name)
 	if err != nil {
 		return nil, err
+	}
+	if opt.TTL < 0 {
+		return nil, apierr.New(apierr.ValidationFailed, "a time to live of %s is negative; give a positive duration, or none to keep the file", opt.TTL)
+	}
+	if w.s.shared != nil {
+		return w.s.shared.create(ctx, w, name, opt, src)
 	}
 	source := opt.Source
 	if source == "" {
@@ -326,7 +379,7 @@ func (w *Workspace) Create(ctx context.Context, opt CreateOptions, src io.Reader
 			return nil, apierr.New(apierr.FileWriteFailed, "file %q kept changing while it was being written; try again", name)
 		}
 		if cur == nil {
-			f, err := w.insert(ctx, name, source, opt.MimeType, b)
+			f, err := w.insert(ctx, name, source, opt.MimeType, b, opt.expiry(time.Now()))
 			if !apierr.Is(err, apierr.AlreadyExists) || !opt.Overwrite {
 				return f, err
 			}
@@ -360,7 +413,8 @@ func (w *Workspace) Create(ctx context.Context, opt CreateOptions, src io.Reader
 			}
 			cur = now
 		}
-		f, err := w.commitBody(ctx, cur, b, opt.MimeType)
+		expires := opt.expiry(time.Now())
+		f, err := w.commitBody(ctx, cur, b, opt.MimeType, &expires)
 		release()
 		return f, err
 	}
@@ -380,12 +434,12 @@ func replacedBytes(f *File) int64 {
 }
 
 // insert commits b as a new file called name.
-func (w *Workspace) insert(ctx context.Context, name, source, mimeHint string, b *body) (*File, error) {
+func (w *Workspace) insert(ctx context.Context, name, source, mimeHint string, b *body, expires time.Time) (*File, error) {
 	now := time.Now()
 	f := &File{
 		ID: uuid.NewString(), Workspace: w.name, Name: name, MimeType: pickMIME(b.head, name, mimeHint),
 		Size: b.size, Source: source, SourceSessionID: actorOf(ctx).Session,
-		CreatedOn: now, ModifiedOn: now, SHA256: b.sha256,
+		CreatedOn: now, ModifiedOn: now, SHA256: b.sha256, ExpiresOn: expires,
 	}
 	err := w.s.withTx(ctx, func(tx *txn) error {
 		usedAfter, err := w.s.checkQuotaTx(tx, w.name, f.Size, 0)
@@ -393,9 +447,9 @@ func (w *Workspace) insert(ctx context.Context, name, source, mimeHint string, b
 			return err
 		}
 		f.DiskPath = uuid.NewString()
-		_, err = tx.Exec(`INSERT INTO agent_files (`+fileColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		_, err = tx.Exec(`INSERT INTO agent_files (`+fileColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 			f.ID, f.Workspace, f.Name, f.MimeType, f.Size, f.DiskPath, f.Source, f.SourceSessionID,
-			formatTime(f.CreatedOn), formatTime(f.ModifiedOn), f.SHA256, false, 0, "", "")
+			formatTime(f.CreatedOn), formatTime(f.ModifiedOn), f.SHA256, false, 0, "", "", formatExpiry(f.ExpiresOn))
 		if isUniqueViolation(err) {
 			return alreadyExists(name)
 		}
@@ -443,6 +497,9 @@ func pickMIME(head []byte, name, given string) string {
 // commits. fn reads the current body from curPath. The first modification
 // keeps the previous body as the backup that Revert restores.
 func (w *Workspace) Modify(ctx context.Context, ref string, fn func(cur *File, curPath string, out io.Writer) error) (*File, error) {
+	if w.s.shared != nil {
+		return w.s.shared.modify(ctx, w, ref, fn)
+	}
 	cur, release, err := w.writing(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -473,13 +530,14 @@ func (w *Workspace) Modify(ctx context.Context, ref string, fn func(cur *File, c
 		return nil, err
 	}
 	defer b.discard()
-	return w.commitBody(ctx, cur, b, "")
+	return w.commitBody(ctx, cur, b, "", nil)
 }
 
 // commitBody points cur at the durable new body b, keeping the current body
 // as the backup on the first modification; the caller holds the file's
-// writer slot.
-func (w *Workspace) commitBody(ctx context.Context, cur *File, b *body, mimeHint string) (*File, error) {
+// writer slot. expires, when not nil, replaces the file's expiry (an
+// overwrite by Create); nil keeps it.
+func (w *Workspace) commitBody(ctx context.Context, cur *File, b *body, mimeHint string, expires *time.Time) (*File, error) {
 	oldPath := w.s.bodyPath(cur)
 	makeBackup := !cur.HasBackup
 	nf := *cur
@@ -490,6 +548,9 @@ func (w *Workspace) commitBody(ctx context.Context, cur *File, b *body, mimeHint
 	}
 	nf.ModifiedOn = time.Now()
 	nf.HasBackup = true
+	if expires != nil {
+		nf.ExpiresOn = *expires
+	}
 	delta := nf.Size - cur.Size
 	if makeBackup {
 		nf.backupSize, nf.backupSHA, nf.backupMIME = cur.Size, cur.SHA256, cur.MimeType
@@ -502,9 +563,9 @@ func (w *Workspace) commitBody(ctx context.Context, cur *File, b *body, mimeHint
 		}
 		newName := uuid.NewString()
 		res, err := tx.Exec(`UPDATE agent_files SET disk_path=?, size=?, sha256=?, mime_type=?, modified_on=?, has_backup=1,
-			backup_size=?, backup_sha256=?, backup_mime_type=? WHERE _id=? AND disk_path=?`,
+			backup_size=?, backup_sha256=?, backup_mime_type=?, expires_on=? WHERE _id=? AND disk_path=?`,
 			newName, nf.Size, nf.SHA256, nf.MimeType, formatTime(nf.ModifiedOn),
-			nf.backupSize, nf.backupSHA, nf.backupMIME, cur.ID, cur.DiskPath)
+			nf.backupSize, nf.backupSHA, nf.backupMIME, formatExpiry(nf.ExpiresOn), cur.ID, cur.DiskPath)
 		if err != nil {
 			return apierr.Wrap(apierr.FileWriteFailed, err, "recording the new content of %q failed: %v", cur.Name, err)
 		}
@@ -545,12 +606,20 @@ func (w *Workspace) commitBody(ctx context.Context, cur *File, b *body, mimeHint
 
 // Delete removes a file, its body and its backup.
 func (w *Workspace) Delete(ctx context.Context, ref string) error {
+	if w.s.shared != nil {
+		return w.s.shared.delete(ctx, w, ref)
+	}
 	f, release, err := w.writing(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer release()
-	err = w.s.withTx(ctx, func(tx *txn) error {
+	return w.deleteFile(ctx, f)
+}
+
+// deleteFile removes f, whose writer slot the caller holds.
+func (w *Workspace) deleteFile(ctx context.Context, f *File) error {
+	err := w.s.withTx(ctx, func(tx *txn) error {
 		usedAfter, err := w.s.checkQuotaTx(tx, w.name, -(f.Size + f.backupSize), 0)
 		if err != nil {
 			return err
@@ -604,6 +673,9 @@ func (w *Workspace) Rename(ctx context.Context, ref, newName string) (*File, err
 	if err != nil {
 		return nil, err
 	}
+	if w.s.shared != nil {
+		return w.s.shared.rename(ctx, w, ref, name)
+	}
 	f, release, err := w.writing(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -643,6 +715,9 @@ func (w *Workspace) Rename(ctx context.Context, ref, newName string) (*File, err
 // The backup becomes the body again (nothing is copied), so a revert never
 // needs quota.
 func (w *Workspace) Revert(ctx context.Context, ref string) (*File, error) {
+	if w.s.shared != nil {
+		return w.s.shared.revert(ctx, w, ref)
+	}
 	cur, release, err := w.writing(ctx, ref)
 	if err != nil {
 		return nil, err

@@ -59,6 +59,9 @@ func (r *FsckReport) Unrepaired() int {
 // candidate, inside a write transaction right before acting, so nothing a
 // committed row points to is ever deleted.
 func (s *Store) Fsck(ctx context.Context, repair bool) (*FsckReport, error) {
+	if s.shared != nil {
+		return s.shared.fsck(ctx, repair)
+	}
 	if !heldByThisProcess(s.cfg.Dir) {
 		release, holder, err := lockServer(s.cfg.Dir, "metaclaw fsck")
 		if err == errLockHeld {

@@ -139,6 +139,10 @@ func (u Usage) Used() int64 { return u.Files + u.Backups + u.Other }
 // Usage reports the bytes the workspace stores (files, backups and charged
 // bytes) and its quota.
 func (w *Workspace) Usage() (used, limit int64, err error) {
+	if sh := w.s.shared; sh != nil {
+		u, err := sh.b.Quota.Usage(context.Background(), w.name)
+		return u.Used(), w.s.WorkspaceLimit(w.name), err
+	}
 	used, err = w.s.usedBytes(w.name)
 	return used, w.s.WorkspaceLimit(w.name), err
 }
@@ -146,6 +150,11 @@ func (w *Workspace) Usage() (used, limit int64, err error) {
 // UsageDetail breaks the workspace's usage down.
 func (w *Workspace) UsageDetail(ctx context.Context) (Usage, error) {
 	u := Usage{Limit: w.s.WorkspaceLimit(w.name)}
+	if sh := w.s.shared; sh != nil {
+		q, err := sh.b.Quota.Usage(ctx, w.name)
+		u.Files, u.Backups, u.Other, u.InFlight = q.Files, q.Backups, q.Other(), q.Reserved
+		return u, err
+	}
 	var err error
 	u.Files, u.Backups, u.Other, err = usageOf(w.s.db, w.name)
 	w.s.quotaMu.Lock()
@@ -160,21 +169,31 @@ func (w *Workspace) UsageDetail(ctx context.Context) (Usage, error) {
 // counts files, backups, other charges and writes in flight) is
 // QUOTA_EXCEEDED and changes nothing.
 func (w *Workspace) Charge(ctx context.Context, key string, n int64) error {
+	if sh := w.s.shared; sh != nil {
+		key, err := checkCharge(key, n)
+		if err != nil {
+			return err
+		}
+		_, err = sh.b.Quota.Charge(ctx, w.name, key, n, w.s.WorkspaceLimit(w.name))
+		return err
+	}
 	return w.s.withTx(ctx, func(tx *txn) error { return w.ChargeTx(tx.Tx, key, n) })
 }
 
 // ChargeTx is Charge inside the caller's transaction on Store.DB(), so that
 // what is stored and what it is charged commit together.
+// It only exists for the local backend (a shared one has no SQL
+// transaction): use Tools() to store a saved tool with its charge on both.
 func (w *Workspace) ChargeTx(tx *sql.Tx, key string, n int64) error {
-	key = strings.TrimSpace(key)
-	if key == "" {
-		return apierr.New(apierr.ValidationFailed, "a charge needs a key, such as \"tool:NAME\"")
+	if w.s.shared != nil {
+		return apierr.New(apierr.Internal, "ChargeTx needs the local SQLite backend; on a shared backend use Workspace.Charge or Store.Tools()")
 	}
-	if n < 0 {
-		return apierr.New(apierr.ValidationFailed, "a charge of %d bytes is negative", n)
+	key, err := checkCharge(key, n)
+	if err != nil {
+		return err
 	}
 	var old int64
-	err := tx.QueryRow(`SELECT bytes FROM agent_usage WHERE workspace=? AND key=?`, w.name, key).Scan(&old)
+	err = tx.QueryRow(`SELECT bytes FROM agent_usage WHERE workspace=? AND key=?`, w.name, key).Scan(&old)
 	if err != nil && !isNoRows(err) {
 		return apierr.Wrap(apierr.Internal, err, "reading the workspace's usage failed: %v", err)
 	}
@@ -201,8 +220,23 @@ func (w *Workspace) ChargeTx(tx *sql.Tx, key string, n int64) error {
 	return nil
 }
 
+func checkCharge(key string, n int64) (string, error) {
+	key = strings.TrimSpace(key)
+	if key == "" {
+		return "", apierr.New(apierr.ValidationFailed, "a charge needs a key, such as \"tool:NAME\"")
+	}
+	if n < 0 {
+		return "", apierr.New(apierr.ValidationFailed, "a charge of %d bytes is negative", n)
+	}
+	return key, nil
+}
+
 // Charged reports the bytes key is charged in this workspace (0 if none).
 func (w *Workspace) Charged(ctx context.Context, key string) (int64, error) {
+	if sh := w.s.shared; sh != nil {
+		u, err := sh.b.Quota.Usage(ctx, w.name)
+		return u.Charges[strings.TrimSpace(key)], err
+	}
 	var n int64
 	err := w.s.db.QueryRowContext(ctx, `SELECT bytes FROM agent_usage WHERE workspace=? AND key=?`, w.name, strings.TrimSpace(key)).Scan(&n)
 	if isNoRows(err) {

@@ -23,10 +23,27 @@ CREATE TABLE IF NOT EXISTS agent_files (
 	backup_size       INTEGER NOT NULL DEFAULT 0,
 	backup_sha256     TEXT NOT NULL DEFAULT '',
 	backup_mime_type  TEXT NOT NULL DEFAULT '',
+	expires_on        TEXT NOT NULL DEFAULT '',
 	UNIQUE (workspace, name)
 );
 CREATE INDEX IF NOT EXISTS agent_files_workspace ON agent_files (workspace);
 CREATE INDEX IF NOT EXISTS agent_files_disk_path ON agent_files (disk_path);
+-- Files with a time to live, for the expiry sweeper.
+CREATE INDEX IF NOT EXISTS agent_files_expires ON agent_files (expires_on) WHERE expires_on != '';
+
+-- Saved agent tools (the agenttools package's table; the store's
+-- ToolStore reads and writes the same rows).
+CREATE TABLE IF NOT EXISTS agent_tools (
+	workspace    TEXT NOT NULL,
+	name         TEXT NOT NULL,
+	description  TEXT NOT NULL,
+	input_schema TEXT NOT NULL,
+	code         TEXT NOT NULL,
+	version      INTEGER NOT NULL,
+	created_on   TEXT NOT NULL,
+	updated_on   TEXT NOT NULL,
+	PRIMARY KEY (workspace, name)
+);
 
 -- Bytes a workspace stores outside agent_files (saved tools), by key.
 CREATE TABLE IF NOT EXISTS agent_usage (
@@ -92,6 +109,11 @@ func (s *Store) migrate() error {
 				}
 			}
 			if err := s.fillBackupSizes(tx); err != nil {
+				return err
+			}
+		}
+		if !cols["expires_on"] {
+			if _, err := tx.Exec(`ALTER TABLE agent_files ADD COLUMN expires_on TEXT NOT NULL DEFAULT ''`); err != nil {
 				return err
 			}
 		}

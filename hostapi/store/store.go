@@ -53,6 +53,19 @@ type Config struct {
 	// EventHistory is how many change events the event log keeps for
 	// resuming subscribers (across all workspaces); default 10,000.
 	EventHistory int
+
+	// Backend, when set, keeps metadata, bodies, events, leases, quota and
+	// saved tools in a shared backend (natsstore.Open) instead of SQLite
+	// and disk, so that several hosts serve the same workspaces. Dir then
+	// only holds this host's caches and temp files.
+	Backend *Backend
+	// BodyCacheBytes bounds this host's cache of bodies fetched from a
+	// shared backend (format libraries need local files); default 2 GB.
+	BodyCacheBytes int64
+	// ExpirySweep is how often expired files (CreateOptions.TTL) are
+	// deleted with their file:deleted event; default 1 s. Reads stop
+	// seeing a file the moment it expires, whatever the sweep.
+	ExpirySweep time.Duration
 }
 
 const (
@@ -60,6 +73,8 @@ const (
 	DefaultMaxWorkspaceSize = 1 << 30
 	DefaultMaxToolSize      = 256 << 10
 	DefaultEventHistory     = 10_000
+	DefaultBodyCacheBytes   = 2 << 30
+	DefaultExpirySweep      = time.Second
 )
 
 // Store is the file store shared by every workspace of one data directory.
@@ -96,6 +111,10 @@ type Store struct {
 	stop     context.Context // done when Close starts
 	stopNow  context.CancelFunc
 	closed   sync.Once
+	sweeps   sync.WaitGroup // the expiry sweeper
+
+	// shared is the engine over a shared backend; nil for the local one.
+	shared *sharedEngine
 }
 
 // Open opens (creating if needed) the store in cfg.Dir. Temp files of
@@ -116,6 +135,15 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if cfg.EventHistory <= 0 {
 		cfg.EventHistory = DefaultEventHistory
+	}
+	if cfg.BodyCacheBytes <= 0 {
+		cfg.BodyCacheBytes = DefaultBodyCacheBytes
+	}
+	if cfg.ExpirySweep <= 0 {
+		cfg.ExpirySweep = DefaultExpirySweep
+	}
+	if cfg.Backend != nil {
+		return openShared(cfg)
 	}
 	s := &Store{
 		cfg:      cfg,
@@ -156,6 +184,7 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.events = newEventLog(s)
 	s.cleanLeftovers()
+	s.startExpirySweeper(s.sweepExpiredLocal)
 	return s, nil
 }
 
@@ -196,6 +225,12 @@ func (s *Store) Close() error {
 			// A writer stuck in its source's Read: its temp file goes with
 			// the directory below, and its commit will fail cleanly.
 		}
+		s.sweeps.Wait()
+		if s.shared != nil {
+			s.tmp.close()
+			err = s.shared.close()
+			return
+		}
 		s.events.close()
 		s.locks.drainRetired()
 		s.tmp.close()
@@ -218,12 +253,22 @@ func (s *Store) beginWrite() (done func(), err error) {
 }
 
 // DB exposes the metadata database to sibling packages that keep their own
-// tables in it (saved agent tools).
+// tables in it. It is nil when the store runs on a shared backend: use
+// Tools() for saved tools, which works on both.
 func (s *Store) DB() *sql.DB { return s.db }
 
+// Shared reports whether the store runs on a shared backend (several hosts).
+func (s *Store) Shared() bool { return s.shared != nil }
+
 // Bus is where the workspaces' change events can be followed (including
-// changes made by other processes on the same data directory).
-func (s *Store) Bus() Bus { return s.events }
+// changes made by other processes on the same data directory, or by other
+// hosts on a shared backend).
+func (s *Store) Bus() Bus {
+	if s.shared != nil {
+		return s.shared.b.Events
+	}
+	return s.events
+}
 
 // CacheDir is the directory for derived caches (DuckDB databases, compiled wasm).
 func (s *Store) CacheDir() string { return s.cacheDir }
@@ -279,6 +324,9 @@ type File struct {
 	ModifiedOn      time.Time `json:"modifiedOn"`
 	SHA256          string    `json:"sha256"`
 	HasBackup       bool      `json:"hasBackup"`
+	// ExpiresOn is when a file created with a time to live disappears
+	// (zero: never).
+	ExpiresOn time.Time `json:"expiresOn,omitzero"`
 
 	// The backup kept by the first modification (when HasBackup): its
 	// size counts toward the quota, and Revert restores it as it was.
@@ -303,18 +351,21 @@ func parseTime(s string) time.Time {
 	return t
 }
 
-const fileColumns = `_id, workspace, name, mime_type, size, disk_path, source, source_session_id, created_on, modified_on, sha256, has_backup, backup_size, backup_sha256, backup_mime_type`
+const fileColumns = `_id, workspace, name, mime_type, size, disk_path, source, source_session_id, created_on, modified_on, sha256, has_backup, backup_size, backup_sha256, backup_mime_type, expires_on`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
 func scanFile(r rowScanner) (*File, error) {
 	var f File
-	var created, modified string
+	var created, modified, expires string
 	if err := r.Scan(&f.ID, &f.Workspace, &f.Name, &f.MimeType, &f.Size, &f.DiskPath, &f.Source,
-		&f.SourceSessionID, &created, &modified, &f.SHA256, &f.HasBackup, &f.backupSize, &f.backupSHA, &f.backupMIME); err != nil {
+		&f.SourceSessionID, &created, &modified, &f.SHA256, &f.HasBackup, &f.backupSize, &f.backupSHA, &f.backupMIME, &expires); err != nil {
 		return nil, err
 	}
 	f.CreatedOn, f.ModifiedOn = parseTime(created), parseTime(modified)
+	if expires != "" {
+		f.ExpiresOn = parseTime(expires)
+	}
 	return &f, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/google/uuid"
+
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
 
@@ -31,6 +33,8 @@ type BodyWriter struct {
 	err    error
 	done   bool
 	flight func() // ends the write's registration with the store
+	// resID names the reservation in a shared backend's quota ledger.
+	resID string
 }
 
 func (s *Store) newBodyWriter(ws string) (*BodyWriter, error) {
@@ -43,7 +47,11 @@ func (s *Store) newBodyWriter(ws string) (*BodyWriter, error) {
 		flight()
 		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "cannot create a temporary file (%s); check the server's disk", ioReason(err))
 	}
-	return &BodyWriter{s: s, ws: ws, f: f, tmp: f.Name(), h: sha256.New(), flight: flight}, nil
+	bw := &BodyWriter{s: s, ws: ws, f: f, tmp: f.Name(), h: sha256.New(), flight: flight}
+	if s.shared != nil {
+		bw.resID = uuid.NewString()
+	}
+	return bw, nil
 }
 
 // Write implements io.Writer.
@@ -61,11 +69,22 @@ func (b *BodyWriter) Write(p []byte) (int, error) {
 		return 0, b.err
 	}
 	if need := b.n + int64(len(p)) - b.credit - b.reserved; need > 0 {
-		if err := b.s.reserve(b.ws, need); err != nil {
-			b.err = err
-			return 0, err
+		if b.s.shared != nil {
+			// A shared ledger is a network round trip: reserve ahead in
+			// steps, and exactly what is needed when a step does not fit.
+			got, err := b.s.shared.reserve(b.ws, b.resID, need, maxFile-b.credit-b.reserved)
+			if err != nil {
+				b.err = err
+				return 0, err
+			}
+			b.reserved += got
+		} else {
+			if err := b.s.reserve(b.ws, need); err != nil {
+				b.err = err
+				return 0, err
+			}
+			b.reserved += need
 		}
-		b.reserved += need
 	}
 	if len(b.head) < sniffLen {
 		k := min(sniffLen-len(b.head), len(p))
@@ -94,6 +113,7 @@ type body struct {
 	sha256   string
 	head     []byte
 	reserved int64
+	resID    string // shared backend: the reservation in the quota ledger
 
 	once   sync.Once
 	flight func()
@@ -116,7 +136,7 @@ func (b *BodyWriter) finish() (*body, error) {
 	}
 	b.done = true
 	return &body{s: b.s, ws: b.ws, tmp: b.tmp, size: b.n, sha256: hex.EncodeToString(b.h.Sum(nil)),
-		head: b.head, reserved: b.reserved, flight: b.flight}, nil
+		head: b.head, reserved: b.reserved, flight: b.flight, resID: b.resID}, nil
 }
 
 // abort drops the temp file and gives back the reserved quota.
@@ -127,7 +147,11 @@ func (b *BodyWriter) abort() {
 	b.done = true
 	b.f.Close()
 	os.Remove(b.tmp)
-	b.s.unreserve(b.ws, b.reserved)
+	if b.s.shared != nil {
+		b.s.shared.release(b.ws, b.resID)
+	} else {
+		b.s.unreserve(b.ws, b.reserved)
+	}
 	b.reserved = 0
 	b.flight()
 }
@@ -158,7 +182,11 @@ func (b *body) discard() {
 	b.once.Do(func() {
 		if !b.placed {
 			os.Remove(b.tmp)
-			b.s.unreserve(b.ws, b.reserved)
+			if b.s.shared != nil {
+				b.s.shared.release(b.ws, b.resID)
+			} else {
+				b.s.unreserve(b.ws, b.reserved)
+			}
 		}
 		b.flight()
 	})
