@@ -1,17 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,19 +28,31 @@ import (
 )
 
 // TestMain lets a test run this binary as the metaclaw command itself
-// (METACLAW_TEST_MAIN=1), for `metaclaw mcp` over real stdio and `serve`.
+// (METACLAW_TEST_MAIN=1), for `metaclaw mcp` over real stdio and `serve`,
+// and cleans up what the door test shares between tests.
 func TestMain(m *testing.M) {
 	if os.Getenv("METACLAW_TEST_MAIN") == "1" {
 		os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// The door test's hosts, servers and the metaclaw binary it built.
+	if shared != nil {
+		shared.close()
+	}
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 func self(args ...string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "METACLAW_TEST_MAIN=1")
+	cmd.Env = append(append(os.Environ(), "METACLAW_TEST_MAIN=1"), selfEnv...)
 	return cmd
 }
+
+// selfEnv is added to the environment of the next self commands.
+var selfEnv []string
 
 // TestRemoteMode runs the file, run and tool commands against a server with
 // --server and --token.
@@ -214,6 +229,87 @@ func text(r *mcp.CallToolResult) string {
 	return b.String()
 }
 
+// serving is a `metaclaw serve` child process.
+type serving struct {
+	cmd  *exec.Cmd
+	url  string
+	logs *lockedBuffer // its stderr
+	done chan error
+}
+
+// lockedBuffer collects a child's stderr while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var servingLine = regexp.MustCompile(`metaclaw: serving .* on (http://[^/ ]+)/`)
+
+// startServe starts `metaclaw serve args…` and waits for the line it
+// writes once its port is open (the signal that it is ready), or for its
+// exit.
+func startServe(t *testing.T, args ...string) *serving {
+	t.Helper()
+	s := &serving{cmd: self(append([]string{"serve"}, args...)...), logs: &lockedBuffer{}, done: make(chan error, 1)}
+	pr, pw := io.Pipe()
+	s.cmd.Stderr = pw
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.cmd.Process.Kill() })
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			s.logs.Write([]byte(sc.Text() + "\n"))
+			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case ready <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	go func() {
+		err := s.cmd.Wait()
+		pw.Close()
+		s.done <- err
+	}()
+	select {
+	case s.url = <-ready:
+	case err := <-s.done:
+		s.done <- err
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not start: %s", s.logs.String())
+	}
+	return s
+}
+
+// stop sends SIGTERM and returns the exit error.
+func (s *serving) stop(t *testing.T) error {
+	t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not stop on SIGTERM: %s", s.logs.String())
+	}
+	return nil
+}
+
 // TestServeCommand starts `metaclaw serve`, checks it answers, and stops it
 // with SIGTERM; a non-loopback address without tokens is refused.
 func TestServeCommand(t *testing.T) {
@@ -222,33 +318,12 @@ func TestServeCommand(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "without API tokens") {
 		t.Fatalf("non-loopback bind: %d %s", code, errOut)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Settings from the environment reach the server (the token here).
+	s := startServeEnv(t, []string{"METACLAW_TOKENS=serve-token-1:ws1"}, "--data", filepath.Join(dir, "data"), "--addr", "127.0.0.1:0")
+	if s.url == "" {
+		t.Fatalf("serve exited: %s", s.logs.String())
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := self("--data", filepath.Join(dir, "data"), "serve", "--addr", addr, "--token", "serve-token-1:ws1")
-	var stderrBuf strings.Builder
-	cmd.Stderr = &stderrBuf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	base := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not come up: %s", stderrBuf.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	req, _ := http.NewRequest("GET", base+"/api/files", nil)
+	req, _ := http.NewRequest("GET", s.url+"/api/files", nil)
 	req.Header.Set("Authorization", "Bearer serve-token-1")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -259,18 +334,58 @@ func TestServeCommand(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"workspace":"ws1"`) {
 		t.Fatalf("files: %d %s", resp.StatusCode, b)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve exit: %v\n%s", err, stderrBuf.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
+	if err := s.stop(t); err != nil {
+		t.Fatalf("serve exit: %v\n%s", err, s.logs.String())
 	}
-	if s := stderrBuf.String(); !strings.Contains(s, "shutting down") || strings.Contains(s, "serve-token-1") {
-		t.Fatalf("serve logs: %s", s)
+	if l := s.logs.String(); !strings.Contains(l, "shutting down") || strings.Contains(l, "serve-token-1") {
+		t.Fatalf("serve logs: %s", l)
 	}
+}
+
+// startServeEnv is startServe with extra environment variables.
+func startServeEnv(t *testing.T, env []string, args ...string) *serving {
+	t.Helper()
+	old := selfEnv
+	selfEnv = env
+	defer func() { selfEnv = old }()
+	return startServe(t, args...)
+}
+
+// TestOneServerPerDataDir: a second server on a served data directory
+// refuses to start, and so does fsck, each saying who holds it; once the
+// server stops both work.
+func TestOneServerPerDataDir(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	first := startServe(t, "--data", data, "--addr", "127.0.0.1:0")
+	if first.url == "" {
+		t.Fatalf("serve exited: %s", first.logs.String())
+	}
+	second := startServe(t, "--data", data, "--addr", "127.0.0.1:0")
+	err := <-second.done
+	if second.url != "" || err == nil || second.cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("second serve: %v, url %q", err, second.url)
+	}
+	if l := second.logs.String(); !strings.Contains(l, "BUSY") || !strings.Contains(l, "already served by") ||
+		!strings.Contains(l, fmt.Sprintf("process %d", first.cmd.Process.Pid)) {
+		t.Fatalf("second serve said: %s", l)
+	}
+	out, errOut, code := cli(t, "fsck", "--data", data)
+	if code != 1 || !strings.Contains(errOut, "BUSY") || out != "" {
+		t.Fatalf("fsck beside the server: %d %q %q", code, out, errOut)
+	}
+	// Local commands still work beside the server.
+	if out, _, code := cli(t, "tool", "file_create", `{"name":"a.txt","content":"x"}`, "--data", data); code != 0 {
+		t.Fatalf("local tool beside the server: %d %s", code, out)
+	}
+	if err := first.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if out, _, code := cli(t, "fsck", "--data", data); code != 0 || !strings.Contains(out, "checked 1 files, 0 problems") {
+		t.Fatalf("fsck after the server: %d %s", code, out)
+	}
+	again := startServe(t, "--data", data, "--addr", "127.0.0.1:0")
+	if again.url == "" {
+		t.Fatalf("serve after the first stopped: %s", again.logs.String())
+	}
+	again.stop(t)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
 	"github.com/metaclaw/metaclaw/hostapi/host"
+	"github.com/metaclaw/metaclaw/hostapi/store"
 	jsrt "github.com/metaclaw/metaclaw/runtime/js"
 	"github.com/metaclaw/metaclaw/server"
 )
@@ -57,6 +59,13 @@ tokens (SECRET:WORKSPACE) each token sees its own workspace.`,
 				fmt.Fprintf(stderr, "metaclaw serve: %v\n", err)
 				return exitCode(2)
 			}
+			// One server per data directory: a second one would serve
+			// stale events and race the first one's writes.
+			release, err := store.LockServer(g.data)
+			if err != nil {
+				return fail(g, err, g.json)
+			}
+			defer release()
 			log := g.logger(false)
 			h, parts, err := host.Open(g.hostConfig(log))
 			if err != nil {
@@ -72,14 +81,21 @@ tokens (SECRET:WORKSPACE) each token sees its own workspace.`,
 				fmt.Fprintf(stderr, "metaclaw serve: %v\n", err)
 				return exitCode(1)
 			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				fmt.Fprintf(stderr, "metaclaw serve: %v\n", err)
+				return exitCode(1)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// Said once the port is open (with the port chosen for :0), so
+			// that whoever starts the server can wait for this line.
 			if len(toks) == 0 {
-				fmt.Fprintf(stderr, "metaclaw: serving workspace %q on http://%s/ (no tokens: loopback only)\n", g.workspace, addr)
+				fmt.Fprintf(stderr, "metaclaw: serving workspace %q on http://%s/ (no tokens: loopback only)\n", g.workspace, ln.Addr())
 			} else {
-				fmt.Fprintf(stderr, "metaclaw: serving %d token(s) on http://%s/\n", len(toks), addr)
+				fmt.Fprintf(stderr, "metaclaw: serving %d token(s) on http://%s/\n", len(toks), ln.Addr())
 			}
-			if err := srv.ListenAndServe(ctx, addr); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				fmt.Fprintf(stderr, "metaclaw serve: %v\n", err)
 				return exitCode(1)
 			}
