@@ -2,13 +2,19 @@ package spreadsheet
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xuri/excelize/v2"
+
+	"github.com/metaclaw/metaclaw/hostapi"
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/hostapi/hosttest"
 )
 
 // TestBlankWorkbook: the workbook files.create makes for an .xlsx name has
@@ -109,4 +115,30 @@ func TestLibreOfficeOpensBlankAndBigWrites(t *testing.T) {
 	if lo[1][3] != "Ann <&> \"Q\" \t_x0041_ ünï€" || lo[2][4] != "  spaced  " || lo[1][2] != "2020-02-07" {
 		t.Fatalf("LibreOffice reads %q / %q", lo[1], lo[2])
 	}
+}
+
+// TestStreamedWriteLimits: a big write into a blank sheet that outgrows the
+// file size limit, or the caller's time, ends with TOO_LARGE or TIMEOUT
+// and leaves the workbook as it was.
+func TestStreamedWriteLimits(t *testing.T) {
+	h := hosttest.New(t, hostapi.Config{MaxFileSize: 256 << 10}, Register)
+	te := &testEnv{t: t, h: h, env: h.Env("default", "limits"), ctx: context.Background()}
+	te.upload("small.xlsx", blankBytes(t))
+	before := te.info("small.xlsx").SHA256
+	data := scriptRows(20000)
+	_, err := te.tool("spreadsheet_write_range", map[string]any{"id": "small.xlsx", "sheet": 1, "start_cell": "A1", "data": data})
+	wantCode(t, err, apierr.TooLarge)
+	ctx, cancel := context.WithTimeout(te.ctx, 20*time.Millisecond)
+	defer cancel()
+	big := newEnv(t)
+	big.upload("slow.xlsx", blankBytes(t))
+	_, err = big.h.Registry.CallTool(ctx, big.env, "spreadsheet_write_range", map[string]any{"id": "slow.xlsx", "sheet": 1, "start_cell": "A1", "data": scriptRows(100000)})
+	wantCode(t, err, apierr.Timeout)
+	if te.info("small.xlsx").SHA256 != before {
+		t.Fatal("the refused write changed the file")
+	}
+	wantJSON(t, big.mustTool("spreadsheet_list_sheets", map[string]any{"id": "slow.xlsx"}), `[{"name":"Sheet1","rows":0}]`)
+	// Both hosts still write.
+	te.mustTool("spreadsheet_write_range", map[string]any{"id": "small.xlsx", "sheet": 1, "start_cell": "A1", "data": scriptRows(10)})
+	wantGrid(t, te.readRange("small.xlsx", 1, "A10"), [][]any{{10.0}})
 }
