@@ -115,6 +115,15 @@ func TestLibreOfficeOpensBlankAndBigWrites(t *testing.T) {
 	if lo[1][3] != "Ann <&> \"Q\" \t_x0041_ ünï€" || lo[2][4] != "  spaced  " || lo[1][2] != "2020-02-07" {
 		t.Fatalf("LibreOffice reads %q / %q", lo[1], lo[2])
 	}
+	// excelize, the third reader, agrees cell by cell.
+	f := te.excel("big.xlsx")
+	for r, row := range ours {
+		for c, v := range row {
+			if w := excelizeTyped(t, f, "Sheet1", cellName(c+2, r+2), false); !sameValue(v, w) {
+				t.Fatalf("%s: metaclaw %#v, excelize %#v", cellName(c+2, r+2), v, w)
+			}
+		}
+	}
 }
 
 // TestStreamedWriteLimits: a big write into a blank sheet that outgrows the

@@ -254,3 +254,18 @@ func upload(t testing.TB, env *hostapi.Env, name string, b []byte) {
 	t.Helper()
 	hosttest.Upload(t, env.WS, name, b, false)
 }
+
+// TestMissingFile: every tool answers NOT_FOUND naming a file that is not
+// in the workspace.
+func TestMissingFile(t *testing.T) {
+	te := newEnv(t)
+	for _, op := range te.h.Registry.Ops() {
+		args := map[string]any{}
+		for k, v := range op.Examples[0].Args {
+			args[k] = v
+		}
+		args["id"] = "reports/missing.xlsx"
+		_, err := te.tool(op.Tool, args)
+		wantCode(t, err, apierr.NotFound, "reports/missing.xlsx")
+	}
+}
