@@ -70,8 +70,38 @@ type Op struct {
 	Examples []Example
 	Handler  func(ctx context.Context, c *Call) (any, error)
 
-	schema      *jsonschema.Schema
 	inputSchema Schema
+	compiled    *compiledSchema
+}
+
+// compiledSchema is an op's input schema, compiled once on first use.
+type compiledSchema struct {
+	once   sync.Once
+	schema *jsonschema.Schema
+	err    error
+}
+
+// validator compiles op's input schema on first use.
+func (op *Op) validator() (*jsonschema.Schema, error) {
+	c := op.compiled
+	c.once.Do(func() {
+		c.schema, c.err = CompileSchema(op.inputSchema)
+		if c.err != nil {
+			c.err = fmt.Errorf("op %s: the input schema does not compile: %w", op.Label(), c.err)
+		}
+	})
+	return c.schema, c.err
+}
+
+// CompileAll compiles every op's input schema and reports the first that
+// does not compile.
+func (r *Registry) CompileAll() error {
+	for _, op := range r.Ops() {
+		if _, err := op.validator(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Example is one call of an op.
@@ -87,6 +117,16 @@ type Example struct {
 	// Files are the fixtures (testdata/examples) the call works on; the
 	// door test uploads them into a fresh workspace first.
 	Files []string `json:"files,omitempty"`
+	// Setup are meta-tool calls that run first, in order, on the same
+	// workspace, where the fixtures alone are not enough (a revert needs
+	// an edit before it).
+	Setup []SetupCall `json:"setup,omitempty"`
+}
+
+// SetupCall is one meta-tool call that prepares an example.
+type SetupCall struct {
+	Tool string         `json:"tool"`
+	Args map[string]any `json:"args"`
 }
 
 // JSName is the method name inside its namespace ("readRange").
@@ -175,8 +215,10 @@ func NewRegistry() *Registry {
 	return &Registry{byName: map[string]*Op{}, byTool: map[string]*Op{}}
 }
 
-// Add registers ops; a duplicate name or a schema that does not compile is a
-// programming error and panics at start-up.
+// Add registers ops; a duplicate name is a programming error and panics at
+// start-up. Schemas compile on an op's first call (compiling them all costs
+// start-up ~0.5 ms per op, which every CLI command would pay);
+// CompileAll checks them all, and a test runs it over the whole host.
 func (r *Registry) Add(ops ...Op) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -198,12 +240,8 @@ func (r *Registry) Add(ops ...Op) {
 				panic("hostapi: duplicate tool " + op.Tool)
 			}
 		}
-		sch, err := CompileSchema(op.InputSchema())
-		if err != nil {
-			panic(fmt.Sprintf("hostapi: op %s%s: %v", op.Name, op.Tool, err))
-		}
-		op.schema = sch
 		op.inputSchema = op.InputSchema()
+		op.compiled = &compiledSchema{}
 		p := &op
 		r.ops = append(r.ops, p)
 		if op.Name != "" {
@@ -383,7 +421,11 @@ func (op *Op) Label() string {
 var printer = message.NewPrinter(language.English)
 
 func validateArgs(op *Op, args map[string]any) error {
-	err := op.schema.Validate(args)
+	sch, err := op.validator()
+	if err != nil {
+		return apierr.Wrap(apierr.Internal, err, "%s: its argument schema is broken; this is a bug in the host", op.Label())
+	}
+	err = sch.Validate(args)
 	if err == nil {
 		return nil
 	}

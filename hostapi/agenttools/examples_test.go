@@ -13,12 +13,6 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi/hosttest"
 )
 
-// exampleSetup are the calls an example needs first: a saved tool to
-// delete.
-var exampleSetup = map[string][][2]string{
-	"tool_delete": {{"tool_save", `{"name": "add_nums", "description": "Add two numbers a and b", "code": "return input.a + input.b;"}`}},
-}
-
 // TestExamples runs every example of the saved-tools area on a fresh
 // workspace with its fixtures and checks the answer contains Want; the
 // JS-only tools.call runs as a script would call it.
@@ -43,9 +37,9 @@ func TestExamples(t *testing.T) {
 					}
 					hosttest.Upload(t, env.WS, name, data, false)
 				}
-				for _, call := range exampleSetup[op.Tool] {
-					if _, err := d.h.Registry.CallToolJSON(context.Background(), env, call[0], []byte(call[1])); err != nil {
-						t.Fatalf("setup %s: %v", call[0], err)
+				for _, call := range ex.Setup {
+					if _, err := d.h.Registry.CallTool(context.Background(), env, call.Tool, call.Args); err != nil {
+						t.Fatalf("setup %s: %v", call.Tool, err)
 					}
 				}
 				var res any

@@ -95,6 +95,8 @@ func (t *Tools) ops() []hostapi.Op {
 			Doc:  "Delete the saved tool add_nums (built-in tools cannot be deleted)",
 			Args: map[string]any{"name": "add_nums"},
 			Want: map[string]any{"deleted": true},
+			Setup: []hostapi.SetupCall{{Tool: "tool_save", Args: map[string]any{"name": "add_nums",
+				"description": "Add two numbers a and b", "code": "return input.a + input.b;"}}},
 		}},
 		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
 			if err := t.remove(ctx, c.WS.Name(), c.Args.String("name")); err != nil {

@@ -17,12 +17,6 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi/spreadsheet"
 )
 
-// exampleSetup are the calls an example needs before it, where a fresh
-// workspace with the fixtures is not enough: a revert needs an edit first.
-var exampleSetup = map[string][][2]string{
-	"file_revert": {{"file_write_text", `{"id": "notes.md", "content": "changed\n"}`}},
-}
-
 // TestExamples runs every example of the files area on a fresh workspace
 // with its fixtures, through the JSON door, and checks the answer contains
 // Want. (The door test in cmd/metaclaw runs them through every door.)
@@ -50,9 +44,9 @@ func TestExamples(t *testing.T) {
 					}
 					hosttest.Upload(t, env.WS, name, data, false)
 				}
-				for _, call := range exampleSetup[op.Tool] {
-					if _, err := h.Registry.CallToolJSON(context.Background(), env, call[0], []byte(call[1])); err != nil {
-						t.Fatalf("setup %s: %v", call[0], err)
+				for _, call := range ex.Setup {
+					if _, err := h.Registry.CallTool(context.Background(), env, call.Tool, call.Args); err != nil {
+						t.Fatalf("setup %s: %v", call.Tool, err)
 					}
 				}
 				args, _ := json.Marshal(ex.Args)

@@ -235,6 +235,7 @@ func tier1Ops(h *hostapi.Host) []hostapi.Op {
 			Args:  map[string]any{"id": "notes.md"},
 			Want:  map[string]any{"name": "notes.md", "size": 76},
 			Files: []string{"notes.md"},
+			Setup: []hostapi.SetupCall{{Tool: "file_write_text", Args: map[string]any{"id": "notes.md", "content": "changed\n"}}},
 		}},
 		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
 			f, err := c.WS.Revert(ctx, c.Args.String("id"))
