@@ -17,7 +17,7 @@ APT_PACKAGES := pkg-config libvips-dev fonts-liberation2 fonts-dejavu-core
 # workbooks and PDFs from another writer).
 APT_TEST_PACKAGES := poppler-utils libvips-tools libreoffice-calc-nogui libreoffice-writer-nogui
 
-.PHONY: deps test-deps apt build run test bench fmt vet clean
+.PHONY: deps test-deps apt build run test bench fmt vet clean doors
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)" APT_FLAGS=--no-install-recommends
@@ -37,8 +37,16 @@ apt:
 		DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $(APT_FLAGS) $$missing >/dev/null; \
 	fi
 
+# The version `metaclaw --version` prints: the nearest tag and commit.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+
 build: deps
-	$(GO) build -o $(BIN) ./cmd/metaclaw
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/metaclaw
+
+# The door test alone: every registry example through JS, the CLI, HTTP and
+# MCP, bad input through every door, numbers of every Go type (issue 12).
+doors: test-deps
+	$(GO) test -count=1 -run 'TestDoors|TestBadInputEveryDoor|TestNumberTypes|TestEveryOpHasAnExample' ./cmd/metaclaw/
 
 run: build
 	./$(BIN) --data $(DATA) serve --addr $(ADDR)

@@ -146,6 +146,11 @@ func (g *globals) load(cmd *cobra.Command) error {
 		return usageError(cmd, "%v", err)
 	}
 	g.cfg = cfg
+	// Format packages read the shared cache's place from the environment
+	// (and worker processes inherit it), wherever the setting came from.
+	if dir := cfg.String("cache_dir"); dir != "" {
+		os.Setenv(cfg.Get("cache_dir").EnvName(), dir)
+	}
 	g.data = cfg.String("data")
 	g.workspace = cfg.String("workspace")
 	g.server = cfg.String("server")
@@ -241,19 +246,18 @@ func takesValue(root *cobra.Command, arg string) bool {
 // buildVersion says which build this is: the -X version, else the module
 // version and VCS revision recorded by the Go toolchain.
 func buildVersion() string {
-	v := version
 	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		if v == "" {
-			v = "dev"
-		}
-		return v
+	switch {
+	case !ok && version == "":
+		return "dev"
+	case !ok:
+		return version
+	case version != "":
+		return version + " " + info.GoVersion
 	}
-	if v == "" {
-		v = info.Main.Version
-		if v == "" || v == "(devel)" {
-			v = "dev"
-		}
+	v := info.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "dev"
 	}
 	var rev, modified string
 	for _, s := range info.Settings {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
 	"github.com/metaclaw/metaclaw/server/client"
 )
 
@@ -23,7 +24,7 @@ func (g *globals) remote() (*remoteBackend, error) {
 		return nil, err
 	}
 	c.Session = g.session
-	if g.workspace != "default" {
+	if g.cfg != nil && g.cfg.Get("workspace").Source == config.FromFlag {
 		fmt.Fprintf(stderr, "metaclaw: --workspace %q is ignored with --server: the token decides the workspace\n", g.workspace)
 	}
 	return &remoteBackend{c: c, session: g.session}, nil

@@ -105,6 +105,8 @@ var Settings = []*Setting{
 		Doc: "quota: bytes one workspace may hold"},
 	{Key: "max_image_pixels", Kind: Int, Default: "100000000", Min: 1, Commands: hostCommands,
 		Doc: "largest image (width × height) that is decoded; larger ones are refused"},
+	{Key: "cache_dir", Kind: String, Commands: hostCommands,
+		Doc: "cache shared by every data directory, e.g. compiled WebAssembly for PDF text (default: the user's cache directory, ~/.cache/metaclaw)"},
 	{Key: "allow_private_downloads", Kind: Bool, Default: "false", Commands: hostCommands,
 		Doc: "let files.download reach loopback and private addresses (local testing only)"},
 
