@@ -39,6 +39,7 @@ func (s *Server) routes() {
 	api.HandleFunc("/run", s.authed(s.handleRun)).Methods("POST")
 	api.HandleFunc("/tools", s.authed(s.handleTools)).Methods("GET")
 	api.HandleFunc("/tools/{name}", s.authed(s.handleCallTool)).Methods("POST")
+	api.HandleFunc("/types", s.authed(s.handleTypes)).Methods("GET")
 
 	r.Handle("/mcp", s.authed(s.handleMCP))
 

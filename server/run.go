@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
 
+	"github.com/metaclaw/metaclaw/bindings/ts"
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/server/toolspec"
 )
 
 // maxJSONBody bounds the JSON bodies of runs and tool calls (base64 chunks
@@ -84,55 +87,56 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// OpenAITool is a tool in OpenAI's function-calling list format.
-type OpenAITool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string         `json:"name"`
-		Description string         `json:"description"`
-		Parameters  hostapi.Schema `json:"parameters"`
-	} `json:"function"`
-}
-
-// MCPTool is a tool in MCP's tools/list format, with annotations.
-type MCPTool struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	InputSchema hostapi.Schema `json:"inputSchema"`
-	Annotations map[string]any `json:"annotations"`
-}
-
-// handleTools lists every meta-tool of the workspace (built-in and saved).
-// The default answer {tools:[{name,description,input_schema}]} is
-// Anthropic's tool list; ?format=openai gives OpenAI's
-// {type:"function",function:{name,description,parameters}} and
-// ?format=mcp MCP's shape with annotations.
+// handleTools lists the workspace's meta-tools (built-in and saved).
+// ?profile=code narrows the list to run_script, search_api and file_list;
+// ?format= picks the shape: metaclaw's own by default ({name, description,
+// input_schema, examples}), anthropic, openai (Chat Completions; with
+// &api=responses the Responses API), or mcp; &strict=true gives schemas
+// valid under OpenAI's strict mode.
 func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	profile, err := toolspec.CheckProfile(q.Get("profile"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	format, err := toolspec.CheckFormat(q.Get("format"), q.Get("api"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	strict := false
+	if v := q.Get("strict"); v != "" {
+		if strict, err = strconv.ParseBool(v); err != nil {
+			s.writeError(w, r, apierr.New(apierr.ValidationFailed, "strict %q is not a boolean; send true or false", v))
+			return
+		}
+	}
 	list, err := s.h.Registry.Tools(r.Context(), s.h.Env(principalOf(r).Workspace, sessionOf(r)))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	switch f := r.URL.Query().Get("format"); f {
-	case "", "anthropic":
-		writeJSON(w, http.StatusOK, map[string]any{"tools": list})
-	case "openai":
-		out := make([]OpenAITool, len(list))
-		for i, t := range list {
-			out[i].Type = "function"
-			out[i].Function.Name, out[i].Function.Description, out[i].Function.Parameters = t.Name, t.Description, t.InputSchema
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"tools": out})
-	case "mcp":
-		out := make([]MCPTool, len(list))
-		for i, t := range list {
-			out[i] = MCPTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema, Annotations: map[string]any{
-				"readOnlyHint": t.ReadOnly, "destructiveHint": t.Destructive, "idempotentHint": t.Idempotent, "openWorldHint": false}}
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"tools": out})
-	default:
-		s.writeError(w, r, apierr.New(apierr.ValidationFailed, "format %q is not known; use anthropic (default), openai or mcp", f))
+	out := map[string]any{"tools": toolspec.Render(toolspec.Filter(list, profile), toolspec.Options{Format: format, Strict: strict})}
+	if profile != toolspec.ProfileFull {
+		out["profile"] = profile
 	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleTypes serves the TypeScript declarations of the sandbox API as the
+// caller's workspace sees it (its saved tools typed on tools.call).
+func (s *Server) handleTypes(w http.ResponseWriter, r *http.Request) {
+	d, err := ts.WorkspaceDeclarations(r.Context(), s.h.Registry, s.h.Env(principalOf(r).Workspace, sessionOf(r)))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Disposition", `inline; filename="metaclaw.d.ts"`)
+	h.Set("X-Content-Type-Options", "nosniff")
+	io.WriteString(w, d)
 }
 
 // handleCallTool calls one meta-tool with a JSON object of arguments and
@@ -140,8 +144,11 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleCallTool(w http.ResponseWriter, r *http.Request) {
 	name := mux.Vars(r)["name"]
 	args, err := decodeArgs(w, r)
+	if err == nil {
+		args, err = s.strictArgs(name, args)
+	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, withToolExample(s.h.Registry, name, err))
 		return
 	}
 	release, ok := s.acquireRun()
@@ -161,11 +168,43 @@ func (s *Server) handleCallTool(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
+// strictArgs maps a built-in tool's NAME_json arguments (from strict
+// schemas) back to NAME.
+func (s *Server) strictArgs(name string, args map[string]any) (map[string]any, error) {
+	op := s.h.Registry.ByTool(name)
+	if op == nil {
+		return args, nil
+	}
+	return toolspec.StrictArgs(args, op.InputSchema())
+}
+
+// withToolExample adds a tool's first example call to a VALIDATION_FAILED
+// that a door raised before the registry saw the call (malformed JSON, a
+// NAME_json that is not JSON), as the registry does for its own.
+func withToolExample(reg *hostapi.Registry, name string, err error) error {
+	e := apierr.Of(err)
+	op := reg.ByTool(name)
+	if e.Code != apierr.ValidationFailed || op == nil || len(op.Examples) == 0 || strings.Contains(e.Message, "; example: ") {
+		return err
+	}
+	b, mErr := json.Marshal(op.Examples[0].Args)
+	if mErr != nil {
+		return err
+	}
+	return &apierr.Error{Code: e.Code, Message: e.Message + "; example: " + name + " " + string(b)}
+}
+
 // handleMCP serves MCP over streamable HTTP; each workspace has its own MCP
 // server and its own sessions, so a token only ever reaches its workspace's
 // tools and sessions.
 func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) {
-	h, err := s.mcp.HTTPHandler(principalOf(r).Workspace)
+	// The tool profile: ?profile=code on the endpoint URL, or the
+	// X-Metaclaw-Profile header for clients that cannot change the URL.
+	profile := r.URL.Query().Get("profile")
+	if profile == "" {
+		profile = r.Header.Get("X-Metaclaw-Profile")
+	}
+	h, err := s.mcp.HTTPHandler(principalOf(r).Workspace, profile)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/metaclaw/metaclaw/bindings/ts"
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/server/mcpserver"
 	"github.com/metaclaw/metaclaw/server/redact"
@@ -172,6 +173,8 @@ func New(cfg Config) (*Server, error) {
 		runs:    make(chan struct{}, cfg.MaxConcurrentRuns),
 		closing: make(chan struct{}),
 	}
+	// The code profile searches the API with search_api.
+	ts.Register(cfg.Host)
 	s.metrics = newMetrics()
 	s.streams = newStreamCaps(cfg.MaxEventStreamsPerWorkspace, cfg.MaxEventStreams)
 	s.redact = redact.ForDataDir(cfg.Host.Config.DataDir)

@@ -4,9 +4,12 @@
 package ts
 
 import (
+	"context"
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,12 +17,38 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi"
 )
 
-// Declarations renders a .d.ts for reg's sandbox API.
+// Declarations renders a .d.ts for reg's sandbox API (the compiled-in
+// operations; WorkspaceDeclarations adds a workspace's saved tools).
 func Declarations(reg *hostapi.Registry) string {
-	var b strings.Builder
-	b.WriteString("// metaclaw sandbox API — generated from the operation registry by `metaclaw types`.\n")
-	b.WriteString("// Scripts run as the body of an async function: top-level await and return work.\n\n")
-	b.WriteString(`/** A host error: every files.* / tools.* failure is thrown as one. */
+	return render(reg, nil)
+}
+
+// WorkspaceDeclarations renders the declarations as env's workspace sees
+// them: tools.call gets one typed overload per saved and built-in script
+// tool, with its input schema as the argument type.
+func WorkspaceDeclarations(ctx context.Context, reg *hostapi.Registry, env *hostapi.Env) (string, error) {
+	var dyn []hostapi.ToolInfo
+	if reg.Dynamic != nil && env != nil {
+		list, err := reg.Dynamic.ListTools(ctx, env)
+		if err != nil {
+			return "", err
+		}
+		dyn = list
+		sort.Slice(dyn, func(i, j int) bool { return dyn[i].Name < dyn[j].Name })
+	}
+	return render(reg, dyn), nil
+}
+
+// preamble declares the globals that are not operations. console is an
+// interface plus a var so that it merges with lib.dom's declaration of
+// the same (TypeScript's default libraries include the DOM): a const
+// would be a redeclaration (TS2451).
+const preamble = `// metaclaw sandbox API — generated from the operation registry.
+// A script is the body of an async function: top-level await and return
+// work. To type-check one with tsc, wrap it the way CheckableScript does:
+//   async function __script(): Promise<unknown> { ...script... }
+
+/** A host error: every files.* / tools.* failure is thrown as one. */
 interface MetaclawError extends Error {
   code: "VALIDATION_FAILED" | "NOT_FOUND" | "ALREADY_EXISTS" | "TOO_LARGE" | "UNSUPPORTED_FORMAT" | "QUOTA_EXCEEDED" |
     "SANDBOX_VIOLATION" | "UNAUTHORIZED" | "TIMEOUT" | "RESOURCE_EXHAUSTED" | "BUSY" | "FILE_READ_FAILED" |
@@ -31,15 +60,20 @@ declare const input: any;
 /** The session the run belongs to (provenance only). */
 declare const session: { readonly id: string };
 /** Captured console: output is returned in the run result's logs. */
-declare const console: {
-  log(...args: any[]): void;
-  info(...args: any[]): void;
-  warn(...args: any[]): void;
-  error(...args: any[]): void;
-  debug(...args: any[]): void;
-};
+interface Console {
+  log(...data: any[]): void;
+  info(...data: any[]): void;
+  warn(...data: any[]): void;
+  error(...data: any[]): void;
+  debug(...data: any[]): void;
+}
+declare var console: Console;
 
-`)
+`
+
+func render(reg *hostapi.Registry, dyn []hostapi.ToolInfo) string {
+	var b strings.Builder
+	b.WriteString(preamble)
 	type node struct {
 		methods  []*hostapi.Op
 		children map[string]*node
@@ -67,8 +101,14 @@ declare const console: {
 	var write func(n *node, indent string)
 	write = func(n *node, indent string) {
 		for _, op := range n.methods {
-			fmt.Fprintf(&b, "%s/** %s */\n", indent, strings.ReplaceAll(op.Doc, "*/", "* /"))
-			fmt.Fprintf(&b, "%s%s(%s): Promise<%s>;\n", indent, op.JSName(), params(op), goType(reflect.TypeOf(op.Result), indent))
+			if op.Name == "tools.call" {
+				for _, t := range dyn {
+					fmt.Fprintf(&b, "%s%s\n", indent, docComment(t.Description))
+					fmt.Fprintf(&b, "%scall(name: %q, args%s: %s): Promise<any>;\n", indent, t.Name, optionalArgs(t.InputSchema), literalType(objectSchema(t.InputSchema), indent))
+				}
+			}
+			fmt.Fprintf(&b, "%s%s\n", indent, docComment(op.Doc))
+			fmt.Fprintf(&b, "%s%s;\n", indent, Method(op))
 		}
 		names := make([]string, 0, len(n.children))
 		for k := range n.children {
@@ -87,6 +127,50 @@ declare const console: {
 		b.WriteString("};\n\n")
 	}
 	return b.String()
+}
+
+// Method is op's TypeScript method signature, e.g.
+// `readText(id: string, options?: { startLine?: number; endLine?: number }): Promise<{ content: string; totalLines: number }>`.
+func Method(op *hostapi.Op) string {
+	return fmt.Sprintf("%s(%s): Promise<%s>", op.JSName(), params(op), goType(reflect.TypeOf(op.Result), "  "))
+}
+
+func docComment(doc string) string {
+	return "/** " + strings.ReplaceAll(doc, "*/", "* /") + " */"
+}
+
+// objectSchema is a saved tool's input schema as an object schema (one
+// may declare none).
+func objectSchema(s hostapi.Schema) hostapi.Schema {
+	if s == nil {
+		return hostapi.Schema{"type": "object"}
+	}
+	if _, ok := s["type"]; !ok {
+		c := hostapi.Schema{}
+		for k, v := range s {
+			c[k] = v
+		}
+		c["type"] = "object"
+		return c
+	}
+	return s
+}
+
+// optionalArgs is "?" when a tool's input schema requires nothing.
+func optionalArgs(s hostapi.Schema) string {
+	if len(toSlice(s["required"])) == 0 {
+		return "?"
+	}
+	return ""
+}
+
+// CheckableScript wraps a script (the body of an async function, with
+// top-level await and return) into TypeScript that tsc can check beside
+// the declarations. The wrapper opens on the script's first line and
+// closes after its last, so line numbers in tsc's messages are the
+// script's own.
+func CheckableScript(code string) string {
+	return "async function __metaclawScript(): Promise<unknown> { " + code + "\n}\n"
 }
 
 func params(op *hostapi.Op) string {
@@ -134,8 +218,15 @@ func params(op *hostapi.Op) string {
 	return strings.Join(parts, ", ")
 }
 
-// schemaType renders a JSON Schema as a TypeScript type.
-func schemaType(s hostapi.Schema, indent string) string {
+// schemaType renders a parameter's JSON Schema as a TypeScript type whose
+// object keys are camelCase, as scripts write them.
+func schemaType(s hostapi.Schema, indent string) string { return tsType(s, indent, true) }
+
+// literalType renders a JSON Schema with its keys as they are (a saved
+// tool gets its arguments exactly as given).
+func literalType(s hostapi.Schema, indent string) string { return tsType(s, indent, false) }
+
+func tsType(s hostapi.Schema, indent string, camel bool) string {
 	if s == nil {
 		return "any"
 	}
@@ -151,7 +242,7 @@ func schemaType(s hostapi.Schema, indent string) string {
 			var ts []string
 			for _, a := range toSlice(alts) {
 				if m, ok := a.(hostapi.Schema); ok {
-					ts = append(ts, schemaType(m, indent))
+					ts = append(ts, tsType(m, indent, camel))
 				}
 			}
 			return strings.Join(ts, " | ")
@@ -159,24 +250,24 @@ func schemaType(s hostapi.Schema, indent string) string {
 	}
 	switch t := s["type"].(type) {
 	case string:
-		return typeName(t, s, indent)
+		return typeName(t, s, indent, camel)
 	case []string:
 		var ts []string
 		for _, x := range t {
-			ts = append(ts, typeName(x, s, indent))
+			ts = append(ts, typeName(x, s, indent, camel))
 		}
 		return strings.Join(ts, " | ")
 	case []any:
 		var ts []string
 		for _, x := range t {
-			ts = append(ts, typeName(fmt.Sprint(x), s, indent))
+			ts = append(ts, typeName(fmt.Sprint(x), s, indent, camel))
 		}
 		return strings.Join(ts, " | ")
 	}
 	return "any"
 }
 
-func typeName(t string, s hostapi.Schema, indent string) string {
+func typeName(t string, s hostapi.Schema, indent string, camel bool) string {
 	switch t {
 	case "string":
 		return "string"
@@ -188,10 +279,13 @@ func typeName(t string, s hostapi.Schema, indent string) string {
 		return "null"
 	case "array":
 		item, _ := s["items"].(hostapi.Schema)
-		return "Array<" + schemaType(item, indent) + ">"
+		return "Array<" + tsType(item, indent, camel) + ">"
 	case "object":
 		props, _ := s["properties"].(hostapi.Schema)
 		if len(props) == 0 {
+			if ap, ok := s["additionalProperties"].(hostapi.Schema); ok {
+				return "Record<string, " + tsType(ap, indent, camel) + ">"
+			}
 			return "Record<string, any>"
 		}
 		req := map[string]bool{}
@@ -208,7 +302,10 @@ func typeName(t string, s hostapi.Schema, indent string) string {
 		for _, k := range keys {
 			// A schema may accept both spellings of a key (number_format
 			// and numberFormat); scripts write the camelCase one.
-			name := hostapi.CamelName(k)
+			name := k
+			if camel {
+				name = hostapi.CamelName(k)
+			}
 			if seen[name] {
 				continue
 			}
@@ -218,11 +315,21 @@ func typeName(t string, s hostapi.Schema, indent string) string {
 				q = ""
 			}
 			sub, _ := props[k].(hostapi.Schema)
-			fields = append(fields, fmt.Sprintf("%s%s: %s", name, q, schemaType(sub, indent)))
+			fields = append(fields, fmt.Sprintf("%s%s: %s", propertyName(name), q, tsType(sub, indent, camel)))
 		}
 		return "{ " + strings.Join(fields, "; ") + " }"
 	}
 	return "any"
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
+
+// propertyName quotes a key that is not an identifier.
+func propertyName(k string) string {
+	if identifier.MatchString(k) {
+		return k
+	}
+	return strconv.Quote(k)
 }
 
 func toSlice(v any) []any {
@@ -276,7 +383,7 @@ func goType(t reflect.Type, indent string) string {
 			if f.OmitEmpty {
 				q = "?"
 			}
-			fields = append(fields, fmt.Sprintf("%s%s: %s", f.Camel, q, goType(ft, indent)))
+			fields = append(fields, fmt.Sprintf("%s%s: %s", propertyName(f.Camel), q, goType(ft, indent)))
 		}
 		return "{ " + strings.Join(fields, "; ") + " }"
 	}

@@ -9,11 +9,13 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,12 +24,17 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/server/redact"
+	"github.com/metaclaw/metaclaw/server/toolspec"
 )
 
 // Options configure a Manager.
 type Options struct {
 	Log     *slog.Logger
 	Version string
+	// Profile is the tool profile of Server and RunStdio (toolspec's
+	// "full", the default, or "code"); HTTP callers choose theirs per
+	// request.
+	Profile string
 	// Gate, when set, is asked for a slot before each tool call; a call
 	// that gets none answers BUSY.
 	Gate func() (release func(), ok bool)
@@ -37,29 +44,37 @@ type Options struct {
 	// Redact, when set, removes server paths from error messages (the
 	// default redacts the host's data, temp and working directories).
 	Redact func(string) string
+	// ResourceLimit is the largest file resources/read returns (default
+	// 8 MB); larger files answer with an error naming the tools to use.
+	ResourceLimit int64
 	// SessionTimeout closes idle streamable-HTTP sessions (default 30 min).
 	SessionTimeout time.Duration
 }
 
-// Manager holds the MCP server of each workspace.
+// Manager holds the MCP server of each workspace and profile.
 type Manager struct {
 	h      *hostapi.Host
 	opts   Options
 	sdkLog *slog.Logger
 
 	mu      sync.Mutex
-	servers map[string]*workspaceServer
+	servers map[serverKey]*workspaceServer
+	closed  chan struct{}
 }
 
+type serverKey struct{ workspace, profile string }
+
 type workspaceServer struct {
-	workspace string
-	srv       *mcp.Server
-	httpOnce  sync.Once
-	http      *mcp.StreamableHTTPHandler
+	workspace, profile string
+	srv                *mcp.Server
+	httpOnce           sync.Once
+	http               *mcp.StreamableHTTPHandler
 
 	syncMu sync.Mutex
 	// tools are the tools currently offered, to diff against on a change.
 	tools map[string]hostapi.ToolInfo
+
+	res resources
 }
 
 // New returns a manager for h.
@@ -76,7 +91,16 @@ func New(h *hostapi.Host, opts Options) *Manager {
 	if opts.Redact == nil {
 		opts.Redact = redact.ForDataDir(h.Config.DataDir).Message
 	}
-	return &Manager{h: h, opts: opts, sdkLog: slog.New(minLevel{opts.Log.Handler(), slog.LevelWarn}), servers: map[string]*workspaceServer{}}
+	if opts.ResourceLimit <= 0 {
+		opts.ResourceLimit = 8 << 20
+	}
+	if p, err := toolspec.CheckProfile(opts.Profile); err == nil {
+		opts.Profile = p
+	} else {
+		opts.Profile = toolspec.ProfileFull
+	}
+	return &Manager{h: h, opts: opts, sdkLog: slog.New(minLevel{opts.Log.Handler(), slog.LevelWarn}),
+		servers: map[serverKey]*workspaceServer{}, closed: make(chan struct{})}
 }
 
 // minLevel drops records below a level: the SDK reports every session
@@ -95,20 +119,25 @@ func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
 }
 func (m minLevel) WithGroup(n string) slog.Handler { return minLevel{m.Handler.WithGroup(n), m.min} }
 
-// Server returns workspace's MCP server, building it on first use.
+// Server returns workspace's MCP server in the manager's profile,
+// building it on first use.
 func (m *Manager) Server(workspace string) (*mcp.Server, error) {
-	ws, err := m.get(workspace)
+	ws, err := m.get(workspace, m.opts.Profile)
 	if err != nil {
 		return nil, err
 	}
 	return ws.srv, nil
 }
 
-// HTTPHandler returns the streamable-HTTP handler of workspace's server.
-// Sessions belong to one handler, so a session id from one workspace is
-// unknown to every other.
-func (m *Manager) HTTPHandler(workspace string) (http.Handler, error) {
-	ws, err := m.get(workspace)
+// HTTPHandler returns the streamable-HTTP handler of workspace's server in
+// profile ("" is full). Sessions belong to one handler, so a session id
+// from one workspace (or profile) is unknown to every other.
+func (m *Manager) HTTPHandler(workspace, profile string) (http.Handler, error) {
+	profile, err := toolspec.CheckProfile(profile)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := m.get(workspace, profile)
 	if err != nil {
 		return nil, err
 	}
@@ -119,39 +148,55 @@ func (m *Manager) HTTPHandler(workspace string) (http.Handler, error) {
 	return ws.http, nil
 }
 
-func (m *Manager) get(workspace string) (*workspaceServer, error) {
+func (m *Manager) get(workspace, profile string) (*workspaceServer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ws := m.servers[workspace]
-	if ws != nil {
+	key := serverKey{workspace, profile}
+	if ws := m.servers[key]; ws != nil {
 		return ws, nil
 	}
-	ws = &workspaceServer{workspace: workspace, tools: map[string]hostapi.ToolInfo{}}
+	ws := &workspaceServer{workspace: workspace, profile: profile, tools: map[string]hostapi.ToolInfo{}}
+	instructions := "Tools over the files of metaclaw workspace \"" + workspace + "\": list, read and edit files " +
+		"(text, spreadsheets, PDFs, images, CSV tables), run JavaScript against them with run_script, and save scripts as new tools. " +
+		"The workspace's files are also resources (metaclaw://files/NAME) that can be read and subscribed to."
+	if profile == toolspec.ProfileCode {
+		instructions = "Work on the files of metaclaw workspace \"" + workspace + "\" by writing JavaScript: call search_api to find the " +
+			"typed API (files.*, files.spreadsheet.*, files.pdf.*, files.image.*, files.table.*, tools.*), then run_script to run code " +
+			"against it; file_list shows the files. The files are also resources (metaclaw://files/NAME)."
+	}
 	ws.srv = mcp.NewServer(&mcp.Implementation{Name: "metaclaw", Title: "metaclaw workspace " + workspace, Version: m.opts.Version},
 		&mcp.ServerOptions{
-			Logger: m.sdkLog,
-			Instructions: "Tools over the files of metaclaw workspace \"" + workspace + "\": list, read and edit files " +
-				"(text, spreadsheets, PDFs, images, CSV tables), run JavaScript against them with run_script, and save scripts as new tools.",
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+			Logger:       m.sdkLog,
+			Instructions: instructions,
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Resources: &mcp.ResourceCapabilities{Subscribe: true}},
+			SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
+				return m.subscribe(ctx, ws, req.Params.URI)
+			},
+			UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error { return m.unsubscribe(ws, req.Params.URI) },
 		})
+	m.addResources(ws)
 	if err := m.sync(ws); err != nil {
 		return nil, err
 	}
-	m.servers[workspace] = ws
+	m.servers[key] = ws
 	return ws, nil
 }
 
-// ToolsChanged re-reads workspace's tool list and updates its MCP server,
-// which notifies connected clients (tools/list_changed).
+// ToolsChanged re-reads workspace's tool list and updates its MCP servers,
+// which notify connected clients (tools/list_changed).
 func (m *Manager) ToolsChanged(workspace string) {
 	m.mu.Lock()
-	ws := m.servers[workspace]
-	m.mu.Unlock()
-	if ws == nil {
-		return
+	var list []*workspaceServer
+	for k, ws := range m.servers {
+		if k.workspace == workspace {
+			list = append(list, ws)
+		}
 	}
-	if err := m.sync(ws); err != nil {
-		m.opts.Log.Warn("mcp: refreshing the tool list failed", "workspace", workspace, "error", err)
+	m.mu.Unlock()
+	for _, ws := range list {
+		if err := m.sync(ws); err != nil {
+			m.opts.Log.Warn("mcp: refreshing the tool list failed", "workspace", workspace, "error", err)
+		}
 	}
 }
 
@@ -163,6 +208,7 @@ func (m *Manager) sync(ws *workspaceServer) error {
 	if err != nil {
 		return err
 	}
+	list = toolspec.Filter(list, ws.profile)
 	want := make(map[string]hostapi.ToolInfo, len(list))
 	for _, t := range list {
 		want[t.Name] = t
@@ -194,24 +240,23 @@ func (m *Manager) sync(ws *workspaceServer) error {
 
 func sameTool(a, b hostapi.ToolInfo) bool {
 	return a.Description == b.Description && a.ReadOnly == b.ReadOnly && a.Destructive == b.Destructive &&
-		a.Idempotent == b.Idempotent && reflect.DeepEqual(a.InputSchema, b.InputSchema)
+		a.Idempotent == b.Idempotent && a.OpenWorld == b.OpenWorld && reflect.DeepEqual(a.InputSchema, b.InputSchema)
 }
 
-// Tool converts a registry tool to its MCP description.
-func Tool(t hostapi.ToolInfo) *mcp.Tool {
-	schema := hostapi.Schema{}
-	for k, v := range t.InputSchema {
-		schema[k] = v
+// Tool converts a registry tool to its MCP description: the input schema
+// (an object schema), the output schema of its result (for a saved tool:
+// any value, as {"result": …}) and annotations generated from the
+// registry.
+func Tool(t hostapi.ToolInfo, op *hostapi.Op) *mcp.Tool {
+	out := toolspec.Wrap(hostapi.Schema{})
+	if op != nil {
+		out, _ = toolspec.OutputSchema(op)
 	}
-	// MCP requires an object schema; a saved tool may have declared none.
-	if schema["type"] != "object" {
-		schema["type"] = "object"
-	}
-	destructive := t.Destructive
-	openWorld := false
+	readOnly, destructive := t.ReadOnly, t.Destructive && !t.ReadOnly
+	openWorld := t.OpenWorld
 	return &mcp.Tool{
-		Name: t.Name, Description: t.Description, InputSchema: schema,
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.ReadOnly, DestructiveHint: &destructive, IdempotentHint: t.Idempotent, OpenWorldHint: &openWorld},
+		Name: t.Name, Description: t.Description, InputSchema: toolspec.InputSchema(t), OutputSchema: out,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly, DestructiveHint: &destructive, IdempotentHint: t.Idempotent, OpenWorldHint: &openWorld},
 	}
 }
 
@@ -221,25 +266,35 @@ func (m *Manager) addTool(ws *workspaceServer, t hostapi.ToolInfo) (err error) {
 			err = fmt.Errorf("%v", p)
 		}
 	}()
-	ws.srv.AddTool(Tool(t), m.handler(ws.workspace, t.Name))
+	op := m.h.Registry.ByTool(t.Name)
+	ws.srv.AddTool(Tool(t, op), m.handler(ws.workspace, t.Name, op))
 	return nil
 }
 
 // handler calls tool name through the registry: the MCP arguments are the
-// meta-tool's snake_case arguments and the result is its snake_case result,
-// as JSON text and (for objects) as structured content. Errors come back as
-// a tool result with isError and SPEC 7's {"error":{"code","message"}}, so
-// that the model sees what to fix.
-func (m *Manager) handler(workspace, name string) mcp.ToolHandler {
+// meta-tool's snake_case arguments (NAME_json from strict schemas is
+// accepted for NAME) and the result is its snake_case result, as JSON
+// text and as structured content matching the tool's output schema; an
+// image result is also image content, so that a vision model sees it.
+// Errors come back as a tool result with isError and SPEC 7's
+// {"error":{"code","message"}}, so that the model sees what to fix.
+func (m *Manager) handler(workspace, name string, op *hostapi.Op) mcp.ToolHandler {
+	wrapped := true
+	if op != nil {
+		_, wrapped = toolspec.OutputSchema(op)
+	}
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		args, err := hostapi.ParseArgs(req.Params.Arguments)
+		if err == nil && op != nil {
+			args, err = toolspec.StrictArgs(args, op.InputSchema())
+		}
 		if err != nil {
-			return errorResult(err), nil
+			return m.errorResult(withExample(op, err)), nil
 		}
 		if m.opts.Gate != nil {
 			release, ok := m.opts.Gate()
 			if !ok {
-				return errorResult(apierr.New(apierr.Busy, "the server is busy; retry shortly")), nil
+				return m.errorResult(apierr.New(apierr.Busy, "the server is busy; retry shortly")), nil
 			}
 			defer release()
 		}
@@ -249,31 +304,81 @@ func (m *Manager) handler(workspace, name string) mcp.ToolHandler {
 		}
 		start := time.Now()
 		res, err := m.h.Registry.CallTool(ctx, m.h.Env(workspace, session), name, args)
-		if m.opts.Observe != nil && m.h.Registry.ByTool(name) == nil {
+		if m.opts.Observe != nil && op == nil {
 			m.opts.Observe(workspace, name, time.Since(start), err)
 		}
 		if err != nil {
-			return errorResult(err), nil
+			return m.errorResult(err), nil
 		}
-		return okResult(res), nil
+		return m.okResult(res, wrapped), nil
 	}
 }
 
-func okResult(res any) *mcp.CallToolResult {
+// withExample adds op's first example to a VALIDATION_FAILED raised at
+// this door (the registry adds it to its own).
+func withExample(op *hostapi.Op, err error) error {
+	e := apierr.Of(err)
+	if op == nil || e.Code != apierr.ValidationFailed || len(op.Examples) == 0 || strings.Contains(e.Message, "; example: ") {
+		return err
+	}
+	b, mErr := json.Marshal(op.Examples[0].Args)
+	if mErr != nil {
+		return err
+	}
+	return &apierr.Error{Code: e.Code, Message: e.Message + "; example: " + op.Tool + " " + string(b)}
+}
+
+func (m *Manager) okResult(res any, wrapped bool) *mcp.CallToolResult {
 	b, err := marshal(res)
 	if err != nil {
-		return errorResult(apierr.Wrap(apierr.Internal, err, "the result cannot be encoded as JSON: %v", err))
+		return m.errorResult(apierr.Wrap(apierr.Internal, err, "the result cannot be encoded as JSON: %v", err))
 	}
-	out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}
-	if _, isObject := res.(map[string]any); isObject {
+	out := &mcp.CallToolResult{}
+	obj, isObject := res.(map[string]any)
+	if img := imageOf(obj); img != nil {
+		// The picture itself, and its metadata as text without the base64
+		// (which would cost the model its size in tokens a second time).
+		meta := map[string]any{}
+		for k, v := range obj {
+			if k != "base64" {
+				meta[k] = v
+			}
+		}
+		mb, _ := marshal(meta)
+		out.Content = []mcp.Content{img, &mcp.TextContent{Text: string(mb)}}
+	} else {
+		out.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
+	}
+	switch {
+	case isObject && !wrapped:
 		out.StructuredContent = json.RawMessage(b)
+	default:
+		wb, err := marshal(map[string]any{"result": res})
+		if err == nil {
+			out.StructuredContent = json.RawMessage(wb)
+		}
 	}
 	return out
 }
 
-func errorResult(err error) *mcp.CallToolResult {
+// imageOf is the image in a result of the {base64, mime_type: "image/…"}
+// shape (image_to_base64, and any other that answers a picture).
+func imageOf(res map[string]any) *mcp.ImageContent {
+	b64, _ := res["base64"].(string)
+	mt, _ := res["mime_type"].(string)
+	if b64 == "" || !strings.HasPrefix(mt, "image/") {
+		return nil
+	}
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil
+	}
+	return &mcp.ImageContent{Data: data, MIMEType: mt}
+}
+
+func (m *Manager) errorResult(err error) *mcp.CallToolResult {
 	e := apierr.Of(err)
-	b, _ := marshal(map[string]any{"error": map[string]any{"code": e.Code, "message": e.Message}})
+	b, _ := marshal(map[string]any{"error": map[string]any{"code": e.Code, "message": m.opts.Redact(e.Message)}})
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}
 }
 
@@ -297,9 +402,14 @@ func (m *Manager) RunStdio(ctx context.Context, workspace string) error {
 	return srv.Run(ctx, &mcp.StdioTransport{})
 }
 
-// Close forgets every server (their sessions end with their connections).
+// Close forgets every server (their sessions end with their connections)
+// and stops following file events for resource subscriptions.
 func (m *Manager) Close() {
 	m.mu.Lock()
-	m.servers = map[string]*workspaceServer{}
+	servers := m.servers
+	m.servers = map[serverKey]*workspaceServer{}
 	m.mu.Unlock()
+	for _, ws := range servers {
+		ws.res.stop()
+	}
 }
