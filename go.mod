@@ -10,10 +10,12 @@ require (
 	github.com/go-pdf/fpdf v0.9.0 // markdown → PDF with selectable text (POST …/convert)
 	github.com/google/uuid v1.6.0 // file ids
 	github.com/gorilla/mux v1.8.1 // HTTP routes
-	github.com/klauspost/compress v1.18.3 // fast deflate for saving edited workbooks (6× compress/flate at a like ratio)
+	github.com/klauspost/compress v1.20.3 // fast deflate for saving edited workbooks (6× compress/flate at a like ratio)
 	github.com/klippa-app/go-pdfium v1.19.3 // PDF text in reading order: pdfium as WebAssembly on wazero
 	github.com/mattn/go-sqlite3 v1.14.53 // metadata store (cgo)
 	github.com/modelcontextprotocol/go-sdk v1.8.0 // MCP over stdio and streamable HTTP
+	github.com/nats-io/nats-server/v2 v2.15.2 // scale-out: JetStream embedded by `serve --nats embedded` and by the natsstore tests (issue 15)
+	github.com/nats-io/nats.go v1.55.0 // scale-out: the shared store's client (object store, KV, streams) for several hosts (issue 15)
 	github.com/pdfcpu/pdfcpu v0.15.0 // PDF editing: pages, merge, split, forms
 	github.com/richardlehane/mscfb v1.0.7 // detects encrypted (OLE-wrapped) workbooks
 	github.com/saintfish/chardet v0.0.0-20230101081208-5e3ef4b5456d // charset detection of CSV files
@@ -27,7 +29,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // the metaclaw.yaml config file (the YAML project's maintained yaml.v3, with line numbers for errors)
 	golang.org/x/image v0.44.0 // TrueType subsetting for PDF text; independent WebP/TIFF readers in tests
 	golang.org/x/sync v0.24.0 // singleflight for shared caches
-	golang.org/x/term v0.46.0 // terminal detection for progress bars
+	golang.org/x/term v0.47.0 // terminal detection for progress bars
 	golang.org/x/text v0.43.0 // charset transcoding (Windows-1252, UTF-16)
 )
 
@@ -63,14 +65,23 @@ require (
 	github.com/xuri/nfp v0.0.2-0.20250530014748-2ddeb826f9a9 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/exp v0.0.0-20260112195511-716be5621a96 // indirect
 	golang.org/x/mod v0.41.0 // indirect
-	golang.org/x/net v0.59.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/telemetry v0.0.0-20260924152758-ed294f943157 // indirect
-	golang.org/x/time v0.15.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
 	golang.org/x/xerrors v0.0.0-20240903120638-7835f813f4da // indirect
+)
+
+require (
+	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/google/go-tpm v0.9.8 // indirect
+	github.com/minio/highwayhash v1.0.4 // indirect
+	github.com/nats-io/jwt/v2 v2.8.2 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
 )

@@ -200,7 +200,7 @@ func (t ToolRecord) Bytes() int64 {
 // ToolRecords keeps saved tools per workspace with compare-and-set.
 type ToolRecords interface {
 	Get(ctx context.Context, ws, name string) (ToolRecord, Revision, error) // NOT_FOUND
-	List(ctx context.Context, ws string) ([]ToolRecord, error)             // by name
+	List(ctx context.Context, ws string) ([]ToolRecord, error)              // by name
 	// Put stores t at revision rev (0: must not exist); ErrConflict when
 	// the record moved on.
 	Put(ctx context.Context, ws string, t ToolRecord, rev Revision) (Revision, error)
