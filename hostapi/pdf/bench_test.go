@@ -43,6 +43,26 @@ func BenchmarkExtractText20Pages(b *testing.B) {
 	}
 }
 
+// BenchmarkRenderPage1200 (issue 16): a text page rendered 1200 pixels
+// wide to PNG and stored as a workspace file, warm. Target ≤ 150 ms.
+func BenchmarkRenderPage1200(b *testing.B) {
+	e := newTestEnv(b)
+	lines := make([]string, 40)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("Line %d of a page of ordinary text, long enough to fill most of the width.", i+1)
+	}
+	e.upload("text.pdf", textPDF(b, [][]string{lines}))
+	args := map[string]any{"id": "text.pdf", "page": 1, "width": 1200, "overwrite": true}
+	e.mustTool("pdf_render_page", args) // warm
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := e.mustTool("pdf_render_page", args)
+		if r["width"] != 1200.0 {
+			b.Fatalf("render = %v", r)
+		}
+	}
+}
+
 func BenchmarkFillForm3Fields(b *testing.B) {
 	e := newTestEnv(b)
 	e.upload("form.pdf", formPDF(b))

@@ -68,6 +68,9 @@ func TestBlankPDF(t *testing.T) {
 	if !reflect.DeepEqual(got, []string{"Memo to all staff\nThe office closes at 5 pm.", "Page two"}) {
 		t.Fatalf("text = %q", got)
 	}
+	if r := e.mustTool("pdf_render_page", map[string]any{"id": "memo.pdf", "page": 2, "width": 600}); r["name"] != "memo_p2.png" || r["height"] != 849.0 {
+		t.Fatalf("render = %v", r)
+	}
 	if r := e.mustTool("pdf_fill_form", map[string]any{"id": "memo.pdf", "fields": map[string]any{"x": "y"}}); !reflect.DeepEqual(r["not_found"], []any{"x"}) {
 		t.Fatalf("fill = %v", r)
 	}

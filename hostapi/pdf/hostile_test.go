@@ -44,6 +44,7 @@ func TestHostileFiles(t *testing.T) {
 			{"pdf_add_text", map[string]any{"id": name, "page": 1, "text": "x", "x": 1, "y": 1}},
 			{"pdf_fill_form", map[string]any{"id": name, "fields": map[string]any{"a": "b"}}},
 			{"pdf_split_pages", map[string]any{"id": name, "ranges": []any{"1"}}},
+			{"pdf_render_page", map[string]any{"id": name, "page": 1, "output": "render.png"}},
 			{"pdf_merge", map[string]any{"ids": []any{"ok.pdf", name}, "output_name": "merged.pdf"}},
 		} {
 			start := time.Now()

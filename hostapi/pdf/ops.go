@@ -144,6 +144,35 @@ func (a *area) ops() []hostapi.Op {
 			Handler: a.addImage,
 		},
 		{
+			Name: "files.pdf.renderPage", Tool: "pdf_render_page",
+			Doc: "Render one page as an image file (source \"derived\"), the way a PDF viewer shows it, form field values and annotations included: " +
+				"for a vision model (pass the result to files.image.toBase64) or a person. Default name like \"report_p1.png\" beside the PDF; " +
+				"returns {id, name, page, width, height, size}. An existing output is replaced only with overwrite: true (otherwise ALREADY_EXISTS).",
+			Params: []hostapi.Param{ref,
+				pageParam("1-based page number"),
+				{Name: "width", Schema: hostapi.Schema{"type": "integer", "minimum": minRenderWidth, "maximum": maxRenderWidth}, Group: "options",
+					Doc: "image width in pixels; the height follows the page's shape. Default 1200 (an A4 page: 1200 × 1697)"},
+				{Name: "format", Schema: hostapi.Enum("png", "jpeg", "jpg", "webp"), Group: "options",
+					Doc: "png (default; sharp text), jpeg or webp (smaller for pages with photos); an output name's extension also picks it"},
+				{Name: "output", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Group: "options",
+					Doc: "name of the new image file, e.g. \"previews/q3-page1.png\"; default: the PDF's name with _p<page> and the format's extension"},
+				{Name: "overwrite", Schema: hostapi.Boolean(), Group: "options", Doc: "replace the output file if it exists"},
+			},
+			Result: RenderResult{},
+			Examples: []hostapi.Example{{
+				Doc:   "Page 2 as a PNG 800 pixels wide, named after the PDF",
+				Args:  map[string]any{"id": "report.pdf", "page": 2, "width": 800},
+				Want:  map[string]any{"name": "report_p2.png", "page": 2, "width": 800, "height": 1132},
+				Files: []string{"report.pdf"},
+			}, {
+				Doc:   "The first page of a form, field values included, as a JPEG under a chosen name",
+				Args:  map[string]any{"id": "form.pdf", "page": 1, "output": "previews/form.jpg", "overwrite": true},
+				Want:  map[string]any{"name": "previews/form.jpg", "page": 1, "width": 1200, "height": 1698},
+				Files: []string{"form.pdf"},
+			}},
+			Handler: a.renderPage,
+		},
+		{
 			Name: "files.pdf.getFormFields", Tool: "pdf_get_form_fields",
 			Doc: "List the fillable form (AcroForm) fields: {fields:[{name, type, value, options?}]}. type is text, checkbox, radio, dropdown, listbox, button or signature; " +
 				"value is a string (text, radio, dropdown; null when unset), a boolean (checkbox; signature: signed) or a list of strings (listbox). Use the names with fillForm.",

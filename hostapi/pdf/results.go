@@ -70,3 +70,13 @@ type FileResult struct {
 	Name  string `json:"name"`
 	Pages int    `json:"pages"`
 }
+
+// RenderResult describes the image file renderPage wrote.
+type RenderResult struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Page   int    `json:"page"`
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	Size   int64  `json:"size"`
+}
