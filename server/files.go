@@ -60,6 +60,9 @@ type uploadOptions struct {
 	name, session         string
 	overwrite             bool
 	hasName, hasOverwrite bool
+	// fromQuery: the query string gave name or overwrite, which settles
+	// where the file goes before the form is read.
+	fromQuery bool
 }
 
 func (o *uploadOptions) set(field, v string) error {
@@ -80,14 +83,19 @@ func (o *uploadOptions) set(field, v string) error {
 
 // handleUpload streams one multipart file part into the store. The body is
 // never held in memory. Options (name, overwrite, session_id) come from the
-// query string or from form fields, before or after the file part; a
-// field overrides the query. When the query and the fields before the file
-// have settled both name and overwrite, the part is copied straight into
-// the store's body writer, which hashes, sniffs and enforces the size limit
-// and the quota while bytes arrive. Otherwise a field after the file part
-// could still change where it goes, so the part is first spooled to a
-// temporary file, the rest of the form is read, and the file is stored
-// from the spool. Either way a failed upload leaves nothing behind.
+// query string or from form fields, in any order; a field overrides the
+// query.
+//
+// When the query string (or the fields before the file) settle where the
+// file goes, the part is copied straight into the store's body writer,
+// which hashes, sniffs and enforces the size limit and the quota while
+// bytes arrive; the fields after the file are read before the store
+// commits, and one that would send the file elsewhere stops the upload.
+// Otherwise (curl -F file=@x -F name=y) a field after the file part may
+// still decide where it goes, so the part is spooled (1 MB in memory, the
+// rest in an unlinked temporary file), the rest of the form is read, and
+// the file is stored from the spool. Either way a failed upload leaves
+// nothing behind.
 func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	maxFile, _ := s.h.Store.Limits()
 	limit := maxFile + uploadSlack
@@ -110,6 +118,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 				s.writeError(w, r, err)
 				return
 			}
+			opt.fromQuery = opt.fromQuery || k != "session_id"
 		}
 	}
 	f, err := s.readUpload(r, mr, maxFile, &opt)
@@ -131,7 +140,8 @@ func (s *Server) readUpload(r *http.Request, mr *multipart.Reader, maxFile int64
 		}
 	}()
 	var stored *store.File
-	for {
+	formDone := false // the whole form was read while the file streamed
+	for !formDone {
 		part, err := mr.NextPart()
 		if err == io.EOF {
 			break
@@ -166,8 +176,17 @@ func (s *Server) readUpload(r *http.Request, mr *multipart.Reader, maxFile int64
 		} else {
 			hint = mt
 		}
-		if opt.hasName && opt.hasOverwrite {
-			stored, err = s.storeUpload(r, filename, hint, opt, &uploadBody{r: part, max: maxFile})
+		if (opt.hasName && opt.hasOverwrite) || opt.fromQuery {
+			// Settled: stream straight into the store. The rest of the form
+			// is read when the part ends, before the store commits, and a
+			// field there that would send the file elsewhere stops it.
+			settled := *opt
+			body := &uploadBody{r: part, max: maxFile, atEnd: func() error {
+				err := trailingFields(mr, maxFile, settled)
+				formDone = err == nil
+				return err
+			}}
+			stored, err = s.storeUpload(r, filename, hint, opt, body)
 			part.Close()
 			if err != nil {
 				return nil, err
@@ -266,6 +285,9 @@ func (sp *spool) Close() {
 type uploadBody struct {
 	r   io.Reader
 	max int64
+	// atEnd, when set, runs once when the part ends, before EOF reaches
+	// the store; an error it returns aborts the write.
+	atEnd func() error
 }
 
 func (u *uploadBody) Read(p []byte) (int, error) {
@@ -273,7 +295,52 @@ func (u *uploadBody) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF {
 		err = uploadReadError(err, u.max)
 	}
+	if err == io.EOF && u.atEnd != nil {
+		check := u.atEnd
+		u.atEnd = nil
+		if cerr := check(); cerr != nil {
+			return n, cerr
+		}
+	}
 	return n, err
+}
+
+// trailingFields reads the parts after a file that streams straight into
+// the store: repeating an option, or giving session_id, is fine; a field
+// that would change where the file goes, or a second file, stops the
+// upload (nothing is stored).
+func trailingFields(mr *multipart.Reader, maxFile int64, settled uploadOptions) error {
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return uploadReadError(err, maxFile)
+		}
+		_, hasFile, err := partFilename(part)
+		if err != nil {
+			part.Close()
+			return err
+		}
+		if hasFile {
+			part.Close()
+			return apierr.New(apierr.ValidationFailed, "the form has more than one file part; upload one file per request")
+		}
+		v, err := readField(part)
+		part.Close()
+		if err != nil {
+			return uploadReadError(err, maxFile)
+		}
+		after := settled
+		if err := after.set(part.FormName(), v); err != nil {
+			return err
+		}
+		if after.name != settled.name || after.overwrite != settled.overwrite {
+			return apierr.New(apierr.ValidationFailed,
+				"the form field %q comes after the file but the query string already said where the file goes; give name and overwrite in the query, or as fields (in any order) without them in the query; nothing was stored", part.FormName())
+		}
+	}
 }
 
 func uploadReadError(err error, maxFile int64) error {

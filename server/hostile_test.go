@@ -410,13 +410,25 @@ func TestUploadFieldsAnyOrder(t *testing.T) {
 	}
 	resp, b = post([]string{file("y.txt", "again")}, "?name=docs/y.txt")
 	errCode(t, resp, b, 409, "ALREADY_EXISTS")
-	resp, b = post([]string{file("y.txt", "replaced"), field("overwrite", "true"), field("session_id", "sess-42")}, "?name=docs/y.txt")
+	resp, b = post([]string{file("y.txt", "replaced"), field("overwrite", "true"), field("session_id", "sess-42"), field("name", "docs/y.txt")}, "")
 	if resp.StatusCode != 201 || decode(b)["size"].(float64) != 8 {
 		t.Fatalf("overwrite after the file: %d %s", resp.StatusCode, b)
 	}
 	f, _ := e.h.Store.Workspace("default").Resolve(context.Background(), "docs/y.txt")
 	if f.SourceSessionID != "sess-42" && f.SourceSessionID != "http" {
 		t.Fatalf("session %q", f.SourceSessionID)
+	}
+	// The query settles where the file goes (the file then streams
+	// straight into the store): a later field may repeat it but not change
+	// it, and nothing is stored when it tries.
+	resp, b = post([]string{file("q.txt", "from the query"), field("name", "q.txt")}, "?name=q.txt")
+	if resp.StatusCode != 201 || decode(b)["name"] != "q.txt" {
+		t.Fatalf("repeated field: %d %s", resp.StatusCode, b)
+	}
+	resp, b = post([]string{file("q2.txt", "x"), field("name", "elsewhere.txt")}, "?name=q2.txt")
+	errCode(t, resp, b, 400, "VALIDATION_FAILED")
+	if _, err := e.h.Store.Workspace("default").Resolve(context.Background(), "q2.txt"); err == nil {
+		t.Fatal("a conflicting upload was stored")
 	}
 	// A field overrides the query; fields before the file stream directly.
 	resp, b = post([]string{field("name", "first.txt"), field("overwrite", "false"), file("ignored.txt", "direct")}, "?name=query.txt")
@@ -436,7 +448,7 @@ func TestUploadFieldsAnyOrder(t *testing.T) {
 	errCode(t, resp, b, 400, "VALIDATION_FAILED")
 	resp, b = post([]string{field("name", "n.txt")}, "")
 	errCode(t, resp, b, 400, "VALIDATION_FAILED")
-	if list := e.json("GET", "/api/files", nil, 200)["files"].([]any); len(list) != 3 {
+	if list := e.json("GET", "/api/files", nil, 200)["files"].([]any); len(list) != 4 {
 		t.Fatalf("files after: %v", list)
 	}
 }
