@@ -6,12 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/metaclaw/metaclaw/bindings/ts"
 	"github.com/metaclaw/metaclaw/server/mcpserver"
 )
 
@@ -182,4 +184,39 @@ func TestMCPStdio(t *testing.T) {
 	defer cs.Close()
 	reg, _ := h.Registry.Tools(ctx, h.Env("default", "t"))
 	exerciseMCP(t, cs, len(reg))
+}
+
+// TestMCPStdioCodeProfile: `metaclaw mcp --profile code` is the Manager's
+// Profile option: three tools over stdio.
+func TestMCPStdioCodeProfile(t *testing.T) {
+	h, _ := newHost(t, hostConfig(t))
+	defer h.Close()
+	ts.Register(h)
+	m := mcpserver.New(h, mcpserver.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Profile: "code"})
+	srv, err := m.Server("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2sR, c2sW := io.Pipe()
+	s2cR, s2cW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Run(ctx, &mcp.IOTransport{Reader: c2sR, Writer: s2cW})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: s2cR, Writer: c2sW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range lt.Tools {
+		names = append(names, tl.Name)
+	}
+	sort.Strings(names)
+	if strings.Join(names, ",") != "file_list,run_script,search_api" {
+		t.Fatalf("code profile over stdio: %v", names)
+	}
 }
