@@ -52,9 +52,10 @@ type BlobInfo struct {
 // BlobStore keeps file bodies under keys chosen by the engine (never a
 // user's file name). Bodies are immutable: a changed file gets a new key.
 type BlobStore interface {
-	// Put streams r in under key and returns what was stored. A Put that
-	// fails or is interrupted leaves nothing readable under key.
-	Put(ctx context.Context, key string, r io.Reader) (BlobInfo, error)
+	// Put streams size bytes from r in under key and returns what was
+	// stored. A Put that fails or is interrupted leaves nothing readable
+	// under key.
+	Put(ctx context.Context, key string, r io.Reader, size int64) (BlobInfo, error)
 	// Get streams a body out; NOT_FOUND when key holds nothing.
 	Get(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error)
 	// Stat describes a body; NOT_FOUND when key holds nothing.

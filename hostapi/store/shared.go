@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,6 +44,9 @@ type sharedEngine struct {
 	s     *Store
 	b     Backend
 	cache *bodyCache
+	// drops are bodies being removed from the blob store after their
+	// change committed (nobody can reach them any more: no need to wait).
+	drops sync.WaitGroup
 }
 
 func openShared(cfg Config) (*Store, error) {
@@ -87,6 +91,7 @@ func openShared(cfg Config) (*Store, error) {
 }
 
 func (e *sharedEngine) close() error {
+	e.drops.Wait()
 	if e.b.Close != nil {
 		return e.b.Close()
 	}
@@ -290,14 +295,14 @@ func (e *sharedEngine) writing(ctx context.Context, ws, ref string) (FileRecord,
 }
 
 // reserve holds quota for a write in flight in the shared ledger: what is
-// needed now, and ahead by up to half of what was written (at most 8 MB,
-// at most room), so that a big upload needs few round trips while a small
-// one reserves exactly its size.
-func (e *sharedEngine) reserve(ws, id string, need, room int64) (int64, error) {
+// needed now, and ahead by up to half of what was already written (at most
+// 8 MB, at most room), so that a big upload needs few round trips while a
+// small one, written in one piece, reserves exactly its size.
+func (e *sharedEngine) reserve(ws, id string, need, written, room int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(e.s.stop, 30*time.Second)
 	defer cancel()
 	grab := need
-	if ahead := min(need*2, 8<<20, room); ahead > grab {
+	if ahead := min(need+written/2, 8<<20, room); ahead > grab {
 		grab = ahead
 	}
 	err := e.b.Quota.Reserve(ctx, ws, id, grab, e.limit(ws))
@@ -353,7 +358,7 @@ func (e *sharedEngine) storeBody(ctx context.Context, b *body) (string, error) {
 		return "", apierr.Wrap(apierr.FileWriteFailed, err, "reading back the new content failed (%s)", ioReason(err))
 	}
 	defer fh.Close()
-	info, err := e.b.Blobs.Put(ctx, key, fh)
+	info, err := e.b.Blobs.Put(ctx, key, fh, b.size)
 	if err != nil {
 		e.dropBlob(ctx, key)
 		if cerr := ctx.Err(); cerr != nil {
@@ -375,6 +380,19 @@ func (e *sharedEngine) dropBlob(ctx context.Context, key string) {
 	dctx, cancel := detached(ctx)
 	defer cancel()
 	e.b.Blobs.Delete(dctx, key)
+}
+
+// dropLater removes a body no record refers to any more, in the
+// background.
+func (e *sharedEngine) dropLater(key string) {
+	if key == "" {
+		return
+	}
+	e.drops.Add(1)
+	go func() {
+		defer e.drops.Done()
+		e.dropBlob(context.Background(), key)
+	}()
 }
 
 // adopt moves a committed body from the temp directory into the cache.
@@ -543,7 +561,7 @@ func (e *sharedEngine) commitBody(ctx context.Context, w *Workspace, cur FileRec
 		return nil, err
 	}
 	e.adopt(b)
-	e.dropBlob(ctx, drop)
+	e.dropLater(drop)
 	f := toFile(ws, nf)
 	e.publish(ctx, ws, EventModified, map[string]any{
 		"id": f.ID, "name": f.Name, "size": f.Size, "modified_on": formatTime(f.ModifiedOn),
@@ -623,9 +641,9 @@ func (e *sharedEngine) deleteRecord(ctx context.Context, ws string, cur FileReco
 	}
 	// Freeing space after the record is gone errs on the safe side.
 	e.giveBack(ctx, ws, cur.Size, cur.backupSize())
-	e.dropBlob(ctx, cur.Blob)
+	e.dropLater(cur.Blob)
 	if cur.Backup != nil {
-		e.dropBlob(ctx, cur.Backup.Blob)
+		e.dropLater(cur.Backup.Blob)
 	}
 	e.publish(ctx, ws, EventDeleted, map[string]any{"id": cur.ID})
 	return toFile(ws, cur), nil
@@ -683,7 +701,7 @@ func (e *sharedEngine) revert(ctx context.Context, w *Workspace, ref string) (*F
 		}
 		return nil, err
 	}
-	e.dropBlob(ctx, cur.Blob)
+	e.dropLater(cur.Blob)
 	f := toFile(w.name, nf)
 	e.publish(ctx, w.name, EventModified, map[string]any{
 		"id": f.ID, "name": f.Name, "size": f.Size, "modified_on": formatTime(f.ModifiedOn),

@@ -72,7 +72,7 @@ func (b *BodyWriter) Write(p []byte) (int, error) {
 		if b.s.shared != nil {
 			// A shared ledger is a network round trip: reserve ahead in
 			// steps, and exactly what is needed when a step does not fit.
-			got, err := b.s.shared.reserve(b.ws, b.resID, need, maxFile-b.credit-b.reserved)
+			got, err := b.s.shared.reserve(b.ws, b.resID, need, b.n, maxFile-b.credit-b.reserved)
 			if err != nil {
 				b.err = err
 				return 0, err

@@ -25,8 +25,10 @@ var _ store.BlobStore = (*blobs)(nil)
 // per body, well under the default 1 MB payload limit.
 const chunkSize = 512 << 10
 
-func (b *blobs) Put(ctx context.Context, key string, r io.Reader) (store.BlobInfo, error) {
-	info, err := b.c.bodies.Put(ctx, jetstream.ObjectMeta{Name: key, Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunkSize}}, r)
+func (b *blobs) Put(ctx context.Context, key string, r io.Reader, size int64) (store.BlobInfo, error) {
+	// A small body needs no 512 KB chunk buffer.
+	chunk := uint32(min(max(size, 1024), chunkSize))
+	info, err := b.c.bodies.Put(ctx, jetstream.ObjectMeta{Name: key, Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunk}}, r)
 	if err != nil {
 		return store.BlobInfo{}, unavailable("storing a body", err)
 	}

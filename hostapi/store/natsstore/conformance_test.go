@@ -13,5 +13,3 @@ func TestConformance(t *testing.T) {
 		return newDeployment().host(t, cfg, 0)
 	})
 }
-
-func runChild(mode string) int { return 2 }

@@ -48,7 +48,7 @@ func (l *leases) Acquire(ctx context.Context, key string) (func(), error) {
 		return nil, unavailable("taking a file lease", err)
 	}
 	defer sub.Unsubscribe()
-	poll := min(l.c.cfg.LeaseTime/4, time.Second)
+	poll := min(l.c.cfg.LeaseTime/4, 100*time.Millisecond)
 	for {
 		rev, err := l.c.locks.Create(ctx, k, val)
 		if err == nil {
