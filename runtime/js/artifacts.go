@@ -7,19 +7,21 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi/store"
 )
 
-// artifactLog collects what a run did to files, one entry per file in the
+// ArtifactLog collects what a run did to files, one entry per file in the
 // order first touched, folding repeated actions: created then modified is
 // still created; created then deleted leaves nothing; modified then deleted
 // is deleted.
-type artifactLog struct {
+type ArtifactLog struct {
 	mu    sync.Mutex
 	order []string
 	byID  map[string]*hostapi.Artifact
 }
 
-func newArtifactLog() *artifactLog { return &artifactLog{byID: map[string]*hostapi.Artifact{}} }
+// NewArtifactLog returns an empty log.
+func NewArtifactLog() *ArtifactLog { return &ArtifactLog{byID: map[string]*hostapi.Artifact{}} }
 
-func (l *artifactLog) record(f store.File, action string) {
+// Record notes that the run did action to f.
+func (l *ArtifactLog) Record(f store.File, action string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a := l.byID[f.ID]
@@ -41,7 +43,8 @@ func (l *artifactLog) record(f store.File, action string) {
 	a.IconType = f.IconType()
 }
 
-func (l *artifactLog) list() []hostapi.Artifact {
+// List is the folded log, in the order files were first touched.
+func (l *ArtifactLog) List() []hostapi.Artifact {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := []hostapi.Artifact{}

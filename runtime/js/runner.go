@@ -1,426 +1,241 @@
-// Package js runs agent scripts in goja: a fresh VM per run, the registry's
-// stubs installed as files.* and tools.*, an event loop that settles host
-// calls' promises, and the limits of SPEC 5 (time, memory, console output,
-// result size, call depth).
+// Package js runs agent scripts. Runner runs them in the host process,
+// for embedding and unit tests; the sandbox worker pool (runtime/worker),
+// which every user-facing path uses, runs them in worker processes. Both
+// run the same engine (runtime/js/script) and share what happens on the
+// host side of a run, kept here: limits and input, the host calls a script
+// makes, the artifact log, and the run result envelope.
 package js
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"regexp"
-	"runtime/metrics"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/dop251/goja"
-
 	jsbind "github.com/metaclaw/metaclaw/bindings/js"
+	"github.com/metaclaw/metaclaw/bindings/js/stubs"
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/store"
+	"github.com/metaclaw/metaclaw/runtime/js/script"
 )
 
-// maxCallStack bounds JS recursion; deeper recursion throws a RangeError
-// inside the script instead of growing the Go stack.
-const maxCallStack = 4096
+// DefaultMaxCalls is how many host calls one run may have in flight at
+// once; the rest wait inside the VM. 10,000 calls under Promise.all cost
+// the host 16 goroutines, not 10,000.
+const DefaultMaxCalls = 16
 
-// Runner runs scripts in-process. It implements hostapi.ScriptRunner; a
-// process-isolated runner can replace it behind the same interface.
+// DefaultMaxArgBytes bounds one host call's arguments as JSON.
+const DefaultMaxArgBytes = 128 << 20
+
+// Runner runs scripts in the host process. It implements
+// hostapi.ScriptRunner. Its memory limit is only the growth of the whole
+// process's heap and a native built-in that will not stop ('x'.repeat(2**40))
+// can take the process down: user-facing paths use the worker pool.
 type Runner struct {
-	host     *hostapi.Host
-	planOnce sync.Once
-	plan     *jsbind.Plan
+	host  *hostapi.Host
+	plans *Plans
 }
+
+var _ hostapi.ScriptRunner = (*Runner)(nil)
 
 // New returns a runner for h's registry.
-func New(h *hostapi.Host) *Runner { return &Runner{host: h} }
-
-func (r *Runner) getPlan() *jsbind.Plan {
-	r.planOnce.Do(func() { r.plan = jsbind.NewPlan(r.host.Registry) })
-	return r.plan
-}
+func New(h *hostapi.Host) *Runner { return &Runner{host: h, plans: NewPlans(h.Registry)} }
 
 // Run executes req.Code as the body of an async function.
 func (r *Runner) Run(ctx context.Context, env *hostapi.Env, req hostapi.RunRequest) *hostapi.RunResult {
-	start := time.Now()
-	lim := r.host.EffectiveLimits(req.Limits)
-	ru := &run{runner: r, lim: lim, done: make(chan struct{}), completions: make(chan completion, 64),
-		arts: newArtifactLog(), result: &hostapi.RunResult{Logs: []hostapi.LogEntry{}}}
-	if env.Depth > lim.MaxDepth {
-		ru.fail(apierr.New(apierr.ResourceExhausted, "tool calls are nested %d deep; the limit is %d", env.Depth, lim.MaxDepth), "")
+	b, res := Begin(r.host, r.plans, env, req)
+	if res != nil {
+		return res
+	}
+	// Host calls, and the runs they start, end with this run: they see
+	// its deadline and are cancelled when it ends.
+	callCtx, cancel := context.WithDeadline(ctx, b.Start.Add(b.Limits.Timeout))
+	calls := NewCalls(callCtx, r.host.Registry, b.Env, b.Plan.Ops)
+	run, err := script.New(b.Plan.Stubs)
+	var out script.Outcome
+	if err != nil {
+		out = script.Outcome{Err: apierr.Of(err)}
 	} else {
-		ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
-		ru.exec(ctx, env, req)
-		cancel()
+		out = run.Exec(ctx, b.Request, calls, script.Options{WatchMemory: true})
 	}
-	close(ru.done)
-	ru.result.Files = ru.arts.list()
-	ru.result.DurationMs = float64(time.Since(start).Microseconds()) / 1000
-	return ru.result
+	// The run has ended: no host call may outlive it.
+	cancel()
+	calls.Wait()
+	return b.Finish(out)
 }
 
-// queued is a host call a script made during its current turn.
-type queued struct {
-	op              *hostapi.Op
-	args            map[string]any
-	resolve, reject func(any) error
+// Plan is the sandbox API of one registry state: the stubs and the op
+// behind each stub.
+type Plan struct {
+	Version int
+	Spec    *stubs.Spec
+	Stubs   *stubs.Plan
+	Ops     []*hostapi.Op
 }
 
-type completion struct {
-	resolve, reject func(any) error
-	value           any
-	err             error
+// Plans keeps the Plan of a registry current: ops registered after start
+// (tests, embedders) appear in the next run.
+type Plans struct {
+	reg  *hostapi.Registry
+	mu   sync.Mutex
+	plan *Plan
+	n    int
 }
 
-type run struct {
-	runner      *Runner
-	lim         hostapi.RunLimits
-	vm          *goja.Runtime
-	done        chan struct{}
-	completions chan completion
-	queue       []queued
-	inflight    int
-	arts        *artifactLog
-	result      *hostapi.RunResult
-	logBytes    int
-	logsCut     bool
+// NewPlans derives plans from reg.
+func NewPlans(reg *hostapi.Registry) *Plans { return &Plans{reg: reg} }
 
-	stopMu  sync.Mutex
-	stopWhy *apierr.Error // why the VM was interrupted
-	memCh   chan struct{}
-}
-
-func (ru *run) fail(e *apierr.Error, stack string) {
-	ru.result.OK = false
-	ru.result.Result = nil
-	ru.result.Error = &hostapi.RunError{Code: e.Code, Message: e.Message, Stack: stack}
-}
-
-// stop interrupts the VM for reason (first reason wins).
-func (ru *run) stop(reason *apierr.Error) {
-	ru.stopMu.Lock()
-	defer ru.stopMu.Unlock()
-	if ru.stopWhy == nil {
-		ru.stopWhy = reason
-		ru.vm.Interrupt(reason)
+// Current returns the plan for the registry as it is now.
+func (p *Plans) Current() *Plan {
+	n := len(p.reg.Ops())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.plan == nil || n != p.n {
+		spec, ops := jsbind.Spec(p.reg)
+		version := 1
+		if p.plan != nil {
+			version = p.plan.Version + 1
+		}
+		p.plan = &Plan{Version: version, Spec: spec, Stubs: stubs.NewPlan(spec), Ops: ops}
+		p.n = n
 	}
+	return p.plan
 }
 
-func (ru *run) stopReason() *apierr.Error {
-	ru.stopMu.Lock()
-	defer ru.stopMu.Unlock()
-	return ru.stopWhy
+// Begun is a run whose request has been checked and whose host side is
+// ready: limits resolved, input encoded, an environment that records the
+// run's file changes.
+type Begun struct {
+	Start   time.Time
+	Limits  hostapi.RunLimits
+	Request script.Request
+	Env     *hostapi.Env
+	Plan    *Plan
+	arts    *ArtifactLog
 }
 
-func (ru *run) exec(ctx context.Context, parent *hostapi.Env, req hostapi.RunRequest) {
-	env := *parent
-	env.Record = func(f store.File, action string) {
-		ru.arts.record(f, action)
-		if parent.Record != nil {
-			parent.Record(f, action)
+// Begin checks req and prepares its host side, with the API of plans. A
+// request that cannot run (nested too deeply, input that is not JSON)
+// returns its result at once.
+func Begin(h *hostapi.Host, plans *Plans, env *hostapi.Env, req hostapi.RunRequest) (*Begun, *hostapi.RunResult) {
+	b := &Begun{Start: time.Now(), Limits: h.EffectiveLimits(req.Limits), arts: NewArtifactLog()}
+	if env.Depth > b.Limits.MaxDepth {
+		return nil, b.Finish(script.Outcome{Err: apierr.New(apierr.ResourceExhausted,
+			"tool calls are nested %d deep; the limit is %d", env.Depth, b.Limits.MaxDepth)})
+	}
+	var input []byte
+	if req.Input != nil {
+		canon, err := hostapi.Canonical(req.Input, nil)
+		if err != nil {
+			return nil, b.Finish(script.Outcome{Err: apierr.New(apierr.ValidationFailed, "input: %s", apierr.Of(err).Message)})
+		}
+		input, err = json.Marshal(canon)
+		if err != nil {
+			return nil, b.Finish(script.Outcome{Err: apierr.New(apierr.ValidationFailed, "input: %v", err)})
 		}
 	}
+	child := *env
+	parent := env.Record
+	arts := b.arts
+	child.Record = func(f store.File, action string) {
+		arts.Record(f, action)
+		if parent != nil {
+			parent(f, action)
+		}
+	}
+	b.Env = &child
+	b.Plan = plans.Current()
 	name := req.Name
 	if name == "" {
 		name = "script.js"
 	}
-	prog, err := goja.Compile(name, "(async function() {\n"+req.Code+"\n})()", false)
-	if err != nil {
-		ru.fail(apierr.New(apierr.ValidationFailed, "the script does not parse: %s", shiftLines(err.Error())), "")
-		return
+	b.Request = script.Request{
+		Name: name, Code: req.Code, Input: input, Session: env.Session,
+		Limits: script.Limits{
+			Timeout: b.Limits.Timeout, MemoryBytes: b.Limits.MemoryBytes,
+			LogBytes: b.Limits.LogBytes, ResultBytes: b.Limits.ResultBytes,
+			MaxCalls: DefaultMaxCalls, MaxArgBytes: DefaultMaxArgBytes,
+		},
 	}
-	vm := goja.New()
-	ru.vm = vm
-	vm.SetMaxCallStackSize(maxCallStack)
-	err = ru.runner.getPlan().Install(vm, func(op *hostapi.Op, args map[string]any) goja.Value {
-		p, resolve, reject := vm.NewPromise()
-		ru.queue = append(ru.queue, queued{op, args, resolve, reject})
-		return vm.ToValue(p)
-	})
-	if err != nil {
-		ru.fail(apierr.Of(err), "")
-		return
-	}
-	input, err := hostapi.Canonical(req.Input, nil)
-	if err != nil {
-		ru.fail(apierr.New(apierr.ValidationFailed, "input: %s", apierr.Of(err).Message), "")
-		return
-	}
-	vm.Set("input", jsbind.ToJS(vm, input))
-	sess := vm.NewObject()
-	sess.Set("id", env.Session)
-	vm.Set("session", sess)
-	vm.Set("console", ru.console())
-
-	stopWatch := ru.watch(ctx)
-	defer stopWatch()
-
-	v, err := vm.RunProgram(prog)
-	if err != nil {
-		ru.failFrom(err)
-		return
-	}
-	promise, ok := v.Export().(*goja.Promise)
-	if !ok {
-		ru.fail(apierr.New(apierr.Internal, "the script wrapper did not return a promise"), "")
-		return
-	}
-	registry := ru.runner.host.Registry
-	for promise.State() == goja.PromiseStatePending {
-		// Host calls the last JS turn made are queued. A lone call with
-		// nothing else in flight runs right here, saving a goroutine
-		// hand-off; several calls (Promise.all) run in parallel.
-		if len(ru.queue) == 1 && ru.inflight == 0 {
-			q := ru.queue[0]
-			ru.queue = ru.queue[:0]
-			v, err := registry.Invoke(ctx, &env, q.op, q.args)
-			if err := ru.settle(completion{q.resolve, q.reject, v, err}); err != nil {
-				ru.failFrom(err)
-				return
-			}
-			continue
-		}
-		for _, q := range ru.queue {
-			ru.inflight++
-			go func(q queued) {
-				v, err := registry.Invoke(ctx, &env, q.op, q.args)
-				select {
-				case ru.completions <- completion{q.resolve, q.reject, v, err}:
-				case <-ru.done:
-				}
-			}(q)
-		}
-		ru.queue = ru.queue[:0]
-		if ru.inflight == 0 {
-			ru.fail(apierr.New(apierr.ValidationFailed, "the script awaits a promise that can never settle (no host call is in flight; timers are not available)"), "")
-			return
-		}
-		select {
-		case c := <-ru.completions:
-			ru.inflight--
-			if err := ru.settle(c); err != nil {
-				ru.failFrom(err)
-				return
-			}
-		case <-ctx.Done():
-			ru.stop(timeoutError(ru.lim.Timeout))
-			ru.fail(ru.stopReason(), "")
-			return
-		case <-ru.memExceeded():
-			ru.fail(ru.stopReason(), "")
-			return
-		}
-	}
-	if promise.State() == goja.PromiseStateRejected {
-		ru.failValue(promise.Result())
-		return
-	}
-	ru.finish(promise.Result())
+	return b, nil
 }
 
-// settle resolves or rejects a host call's promise on the VM goroutine,
-// which also runs the script up to its next await.
-func (ru *run) settle(c completion) error {
-	if c.err != nil {
-		return c.reject(jsbind.ThrowError(ru.vm, apierr.Of(c.err)))
+// Finish builds the run result (SPEC 5) from the outcome: the result JSON
+// as written by Go, the logs, the error, and every file the run changed.
+// Call it after the run's host calls have ended.
+func (b *Begun) Finish(out script.Outcome) *hostapi.RunResult {
+	res := &hostapi.RunResult{OK: out.OK, Logs: make([]hostapi.LogEntry, len(out.Logs)), Files: b.arts.List()}
+	for i, l := range out.Logs {
+		res.Logs[i] = hostapi.LogEntry{Level: l.Level, Message: l.Message}
 	}
-	return c.resolve(jsbind.ToJS(ru.vm, c.value))
-}
-
-// memExceeded is closed by the watchdog when the memory budget is gone.
-func (ru *run) memExceeded() <-chan struct{} {
-	ru.stopMu.Lock()
-	defer ru.stopMu.Unlock()
-	if ru.memCh == nil {
-		ru.memCh = make(chan struct{})
-	}
-	return ru.memCh
-}
-
-func timeoutError(d time.Duration) *apierr.Error {
-	return apierr.New(apierr.Timeout, "the script ran longer than its %s time limit; do less per run or raise timeout_ms", d)
-}
-
-// finish serialises the script's return value.
-func (ru *run) finish(v goja.Value) {
-	if v == nil || goja.IsUndefined(v) {
-		ru.result.OK = true
-		ru.result.Result = json.RawMessage("null")
-		return
-	}
-	stringify, _ := goja.AssertFunction(ru.vm.Get("JSON").ToObject(ru.vm).Get("stringify"))
-	s, err := stringify(goja.Undefined(), v)
-	if err != nil {
-		ru.fail(apierr.New(apierr.ValidationFailed, "the script's return value is not JSON-serialisable: %v", err), "")
-		return
-	}
-	if goja.IsUndefined(s) {
-		ru.result.OK = true
-		ru.result.Result = json.RawMessage("null")
-		return
-	}
-	out := s.String()
-	if len(out) > ru.lim.ResultBytes {
-		ru.fail(apierr.New(apierr.ResourceExhausted, "the script's result is %d bytes; the limit is %d: return less (write big results to a file)", len(out), ru.lim.ResultBytes), "")
-		return
-	}
-	ru.result.OK = true
-	ru.result.Result = json.RawMessage(out)
-}
-
-// failFrom turns a goja error (exception or interrupt) into the run's error.
-func (ru *run) failFrom(err error) {
-	var ie *goja.InterruptedError
-	if errors.As(err, &ie) {
-		if why, ok := ie.Value().(*apierr.Error); ok {
-			ru.fail(why, "")
-			return
+	if out.OK {
+		res.Result = json.RawMessage(out.Result)
+	} else {
+		e := out.Err
+		if e == nil {
+			e = apierr.New(apierr.Internal, "the run ended without a result")
 		}
-		ru.fail(apierr.New(apierr.Timeout, "the script was interrupted"), "")
-		return
+		res.Error = &hostapi.RunError{Code: e.Code, Message: e.Message, Stack: out.Stack}
 	}
-	var ex *goja.Exception
-	if errors.As(err, &ex) {
-		if why := ru.stopReason(); why != nil {
-			ru.fail(why, "")
-			return
-		}
-		ru.failValue(ex.Value())
-		return
-	}
-	var so *goja.StackOverflowError
-	if errors.As(err, &so) {
-		ru.fail(apierr.New(apierr.ResourceExhausted, "maximum call stack size exceeded (%d frames); unbounded recursion?", maxCallStack), "")
-		return
-	}
-	ru.fail(apierr.Of(err), "")
+	res.DurationMs = float64(time.Since(b.Start).Microseconds()) / 1000
+	return res
 }
 
-// failValue reports a rejection reason: a host error keeps its code; any
-// other exception the script raised is VALIDATION_FAILED (the script, the
-// caller's input, is at fault), with its stack.
-func (ru *run) failValue(reason goja.Value) {
-	if why := ru.stopReason(); why != nil {
-		ru.fail(why, "")
-		return
-	}
-	code := apierr.ValidationFailed
-	msg := "the script threw " + safeString(reason)
-	stack := ""
-	if obj, ok := reason.(*goja.Object); ok {
-		if c := obj.Get("code"); c != nil && !goja.IsUndefined(c) {
-			if s := c.String(); isKnownCode(s) {
-				code = apierr.Code(s)
-			}
-		}
-		if m := obj.Get("message"); m != nil && !goja.IsUndefined(m) {
-			msg = m.String()
-			if n := obj.Get("name"); n != nil && !goja.IsUndefined(n) && code == apierr.ValidationFailed {
-				msg = n.String() + ": " + msg
-			}
-		}
-		if st := obj.Get("stack"); st != nil && !goja.IsUndefined(st) {
-			stack = shiftLines(st.String())
-		}
-		if strings.Contains(msg, "Maximum call stack size exceeded") {
-			code = apierr.ResourceExhausted
-		}
-	}
-	ru.fail(&apierr.Error{Code: code, Message: msg}, stack)
+// Calls runs a script's host calls against the registry, each in its own
+// goroutine (the engine bounds how many are in flight), with the run's
+// context and environment.
+type Calls struct {
+	ctx context.Context
+	reg *hostapi.Registry
+	env *hostapi.Env
+	ops []*hostapi.Op
+	wg  sync.WaitGroup
 }
 
-func safeString(v goja.Value) (s string) {
-	defer func() {
-		if recover() != nil {
-			s = "a value that cannot be printed"
-		}
-	}()
-	if v == nil {
-		return "undefined"
-	}
-	return v.String()
+// NewCalls returns the host side of a run's calls.
+func NewCalls(ctx context.Context, reg *hostapi.Registry, env *hostapi.Env, ops []*hostapi.Op) *Calls {
+	return &Calls{ctx: ctx, reg: reg, env: env, ops: ops}
 }
 
-var knownCodes = map[string]bool{}
-
-func init() {
-	for _, c := range []apierr.Code{apierr.ValidationFailed, apierr.NotFound, apierr.AlreadyExists, apierr.TooLarge,
-		apierr.UnsupportedFormat, apierr.QuotaExceeded, apierr.SandboxViolation, apierr.Unauthorized, apierr.Timeout,
-		apierr.ResourceExhausted, apierr.Busy, apierr.FileReadFailed, apierr.FileWriteFailed, apierr.ToolWorkerUnavailable, apierr.Internal} {
-		knownCodes[string(c)] = true
-	}
-}
-
-func isKnownCode(s string) bool { return knownCodes[s] }
-
-// shiftLines corrects line numbers in messages for the one-line wrapper the
-// script body is compiled inside.
-func shiftLines(s string) string {
-	s = parseLineRef.ReplaceAllStringFunc(s, func(m string) string {
-		var line, col int
-		if n, _ := fmt.Sscanf(m, "Line %d:%d", &line, &col); n == 2 && line > 1 {
-			return fmt.Sprintf("line %d column %d:", line-1, col)
-		}
-		return m
-	})
-	return lineRef.ReplaceAllStringFunc(s, func(m string) string {
-		var name string
-		var line, col int
-		if n, _ := fmt.Sscanf(strings.ReplaceAll(m, ":", " "), "%s %d %d", &name, &line, &col); n == 3 && line > 1 {
-			return fmt.Sprintf("%s:%d:%d", name, line-1, col)
-		}
-		return m
-	})
-}
-
-var (
-	lineRef      = regexp.MustCompile(`[\w.-]+:\d+:\d+`)
-	parseLineRef = regexp.MustCompile(`Line \d+:\d+`)
-)
-
-// heapBytes reads the live heap size without stopping the world.
-func heapBytes() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return s[0].Value.Uint64()
-}
-
-// watch interrupts the VM when the deadline passes or when the Go heap has
-// grown by more than the run's memory budget since the run started. goja has
-// no per-VM accounting, so heap growth is the budget's proxy; it does not
-// catch a single native call that allocates hugely ('x'.repeat(2**40)),
-// which needs process isolation.
-func (ru *run) watch(ctx context.Context) func() {
-	stop := make(chan struct{})
-	base := heapBytes()
-	budget := uint64(ru.lim.MemoryBytes)
-	ru.memExceeded() // make sure the channel exists before the loop selects on it
+// Call implements script.Host.
+func (c *Calls) Call(method int, args []byte, done func([]byte, *apierr.Error)) {
+	c.wg.Add(1)
 	go func() {
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-ctx.Done():
-				ru.stop(timeoutError(ru.lim.Timeout))
-				return
-			case <-t.C:
-				if h := heapBytes(); h > base && h-base > budget {
-					ru.stop(apierr.New(apierr.ResourceExhausted, "the script used more than its %d MB memory budget", budget>>20))
-					ru.stopMu.Lock()
-					close(ru.memCh)
-					ru.stopMu.Unlock()
-					return
-				}
-			}
-		}
+		defer c.wg.Done()
+		done(c.Invoke(method, args))
 	}()
-	return func() { close(stop) }
 }
+
+// Invoke runs one call now: the op's handler through the registry (which
+// decodes and validates the JSON arguments), and its result as the
+// camelCase JSON a script receives.
+func (c *Calls) Invoke(method int, args []byte) ([]byte, *apierr.Error) {
+	if method < 0 || method >= len(c.ops) {
+		return nil, apierr.New(apierr.Internal, "host call to unknown method %d", method)
+	}
+	res, err := c.reg.InvokeJSON(c.ctx, c.env, c.ops[method], args)
+	if err != nil {
+		return nil, apierr.Of(err)
+	}
+	return jsbind.EncodeResult(res), nil
+}
+
+// Begin counts a host call the caller runs itself; call the returned
+// function when it has returned.
+func (c *Calls) Begin() (done func()) {
+	c.wg.Add(1)
+	return c.wg.Done
+}
+
+// Go runs f as one of the run's host calls (waited for by Wait).
+func (c *Calls) Go(f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}
+
+// Wait blocks until every host call of the run has returned.
+func (c *Calls) Wait() { c.wg.Wait() }

@@ -14,6 +14,7 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/host"
 	"github.com/metaclaw/metaclaw/hostapi/store"
+	"github.com/metaclaw/metaclaw/runtime/js/script"
 )
 
 func newHost(t testing.TB) (*hostapi.Host, *Runner) {
@@ -150,7 +151,7 @@ func TestRecursionAndMemoryLimits(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(time.Millisecond):
-				if h := heapBytes(); h > peak {
+				if h := script.HeapBytes(); h > peak {
 					peak = h
 				}
 			}
@@ -180,11 +181,28 @@ func TestOutputCaps(t *testing.T) {
 		Code:   "for (let i = 0; i < 10000; i++) console.log('x'.repeat(100)); return 'x'.repeat(2000);",
 		Limits: hostapi.RunLimits{LogBytes: 10_000, ResultBytes: 1000},
 	})
-	if res.OK || res.Error.Code != apierr.ResourceExhausted {
+	if res.OK || res.Error.Code != apierr.ResourceExhausted || !strings.Contains(res.Error.Message, "the limit is 1000 bytes") {
 		t.Fatalf("result cap: %+v", res.Error)
 	}
-	if n := len(res.Logs); n != 101 || !strings.Contains(res.Logs[100].Message, "truncated") {
+	// Each entry costs its message, its level and its JSON envelope:
+	// 100 + 3 + 26 bytes, so 77 fit in 10,000, then one warning.
+	if n := len(res.Logs); n != 78 || !strings.Contains(res.Logs[77].Message, "truncated") {
 		t.Fatalf("log cap: %d entries", n)
+	}
+	logs, _ := json.Marshal(res.Logs[:77])
+	if len(logs) > 10_000 {
+		t.Fatalf("logs are %d bytes of JSON", len(logs))
+	}
+	// Empty lines count too: a flood of them stays within the budget.
+	res = r.Run(context.Background(), h.Env("default", "s"), hostapi.RunRequest{
+		Code:   "for (let i = 0; i < 3000000; i++) console.log(''); return 'done';",
+		Limits: hostapi.RunLimits{LogBytes: 1 << 20},
+	})
+	if !res.OK || len(res.Logs) != (1<<20)/29+1 {
+		t.Fatalf("flood: %v, %d entries", res.Error, len(res.Logs))
+	}
+	if b, _ := json.Marshal(res); len(b) > 1<<20+4096 {
+		t.Fatalf("flood result is %d bytes", len(b))
 	}
 }
 

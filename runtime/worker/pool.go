@@ -1,0 +1,555 @@
+// Package worker runs agent scripts in sandbox worker processes: the
+// metaclaw binary started again in a hidden worker mode (runtime/worker/child),
+// one script at a time per worker, a fresh VM per run, kept warm in a pool.
+//
+// A worker holds nothing but its channel to the host (its stdin and stdout;
+// stderr carries crash reports): no store, no database handle, no token, no
+// other descriptor, an empty environment and an empty working directory (a
+// chroot where the machine permits), no network where a network namespace
+// is permitted. Host calls travel over the channel as JSON and run in the
+// host with the run's workspace, session, limits and artifact log.
+//
+// Limits are enforced from outside the VM: the worker's own heap is watched
+// inside it (accurate now that the process is the run's alone), the kernel
+// backstops memory (a per-worker cgroup memory limit where the cgroup v1
+// memory controller is writable, and RLIMIT_DATA everywhere), a VM stuck in
+// a native built-in after its deadline is reported by the worker and the
+// worker killed 100 ms later, and a worker that dies or misbehaves is
+// reaped and replaced without touching any other run.
+//
+// Wiring it into a host is one line:
+//
+//	pool, err := worker.NewPool(h, worker.Options{})
+//	h.Runner = pool
+//	defer pool.Close()
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/metaclaw/metaclaw/hostapi"
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	jsrt "github.com/metaclaw/metaclaw/runtime/js"
+	"github.com/metaclaw/metaclaw/runtime/js/script"
+	"github.com/metaclaw/metaclaw/runtime/worker/child"
+)
+
+// Options configure a Pool; zero values take the defaults.
+type Options struct {
+	// Size is how many workers are kept warm (default: the number of CPUs,
+	// at least 2). Workers that die are replaced to keep it.
+	Size int
+	// Max caps the workers serving top-level runs at once (default 64, the
+	// server's concurrent-run cap); the pool grows to it on demand. A run
+	// that finds every worker busy waits for one until its own deadline,
+	// then fails with BUSY.
+	Max int
+	// MaxNested caps the workers that one run's nested runs (tools.call of
+	// a saved tool, run_script from a script) hold at once (default 8).
+	// Nested runs do not count against Max, so a pool full of runs that
+	// call tools cannot deadlock; further nested runs wait for their turn.
+	MaxNested int
+	// IdleTimeout retires workers beyond Size that have been idle this
+	// long (default 30 s).
+	IdleTimeout time.Duration
+	// Command is the worker executable and its arguments (default: this
+	// process's executable with the hidden worker argument). Any binary
+	// that imports runtime/worker (or runtime/worker/child) serves.
+	Command []string
+	// MemoryOverhead is added to a run's memory budget for the kernel's
+	// hard limit on the worker (default 128 MB): the worker's own runtime
+	// and the VM's bookkeeping beyond what the heap watchdog counts.
+	MemoryOverhead int64
+	// MaxCalls is how many host calls one run may have in flight (default
+	// 16); the rest wait in the worker.
+	MaxCalls int
+	// KillAfter is how long after a run's deadline (or a stop for memory
+	// or cancellation) a worker whose VM has not unwound is killed
+	// (default 90 ms, so that the run ends within 100 ms of its limit).
+	KillAfter time.Duration
+	// Isolation chooses how far workers are confined (default Auto).
+	Isolation Isolation
+	// Log receives the one line saying which confinement applies, and
+	// worker crashes.
+	Log *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Size <= 0 {
+		o.Size = max(runtime.NumCPU(), 2)
+	}
+	if o.Max <= 0 {
+		o.Max = 64
+	}
+	if o.Size > o.Max {
+		o.Size = o.Max
+	}
+	if o.MaxNested <= 0 {
+		o.MaxNested = 8
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 30 * time.Second
+	}
+	if o.MemoryOverhead <= 0 {
+		o.MemoryOverhead = 128 << 20
+	}
+	if o.MaxCalls <= 0 {
+		o.MaxCalls = jsrt.DefaultMaxCalls
+	}
+	if o.KillAfter <= 0 {
+		o.KillAfter = 90 * time.Millisecond
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+}
+
+// Pool runs scripts in worker processes. It implements hostapi.ScriptRunner.
+type Pool struct {
+	h     *hostapi.Host
+	opts  Options
+	plans *jsrt.Plans
+	conf  confinement
+	cmd   []string
+
+	spawns chan spawnRequest
+
+	mu       sync.Mutex
+	idle     []*proc // most recently used last
+	procs    map[*proc]bool
+	starting int
+	busy     int // workers serving top-level runs
+	waiters  []*waiter
+	closed   bool
+	closing  chan struct{}
+	reapers  sync.WaitGroup
+	starts   sync.WaitGroup // background starts in progress
+
+	specMu      sync.Mutex
+	specVersion int
+	specJSON    []byte
+
+	runSeq  atomic.Uint64
+	spawned atomic.Int64
+	crashed atomic.Int64
+}
+
+var _ hostapi.ScriptRunner = (*Pool)(nil)
+
+// NewPool starts a pool of sandbox workers for h and waits until the first
+// one answers, so that a binary that cannot serve as a worker, or a
+// machine that forbids it, is an error here rather than at the first run.
+func NewPool(h *hostapi.Host, opts Options) (*Pool, error) {
+	opts.defaults()
+	p := &Pool{h: h, opts: opts, plans: jsrt.NewPlans(h.Registry), procs: map[*proc]bool{},
+		closing: make(chan struct{}), spawns: make(chan spawnRequest)}
+	p.cmd = opts.Command
+	if len(p.cmd) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox workers: finding this executable: %w", err)
+		}
+		p.cmd = []string{exe, child.Arg}
+	}
+	root, err := newRoot()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox workers: making their empty root directory: %w", err)
+	}
+	p.conf = confinement{root: root, uid: -1, gid: -1}
+	memory := "memory backstop: RLIMIT_DATA"
+	if opts.Isolation == Auto {
+		if cg, err := openCgroups(); err == nil {
+			p.conf.cgroups = cg
+			memory = "memory backstop: a cgroup v1 memory limit per worker (" + cg.dir + ") and RLIMIT_DATA"
+		} else {
+			memory += " (no per-worker cgroup: " + err.Error() + ")"
+		}
+	}
+	go p.spawner()
+	first, conf, err := p.probe()
+	if err != nil {
+		p.shutdown()
+		return nil, err
+	}
+	p.conf = conf
+	p.opts.Log.Info("sandbox workers: "+conf.describe(memory), "confined", first.confined, "size", opts.Size, "max", opts.Max)
+	p.mu.Lock()
+	p.procs[first] = true
+	p.idle = append(p.idle, first)
+	p.mu.Unlock()
+	p.fill()
+	go p.janitor()
+	return p, nil
+}
+
+// probe starts the first worker with the strongest confinement the
+// machine permits, falling back step by step.
+func (p *Pool) probe() (*proc, confinement, error) {
+	var errs []string
+	for _, c := range p.conf.attempts(p.opts.Isolation) {
+		w, err := p.spawnWith(c)
+		if err == nil {
+			return w, c, nil
+		}
+		errs = append(errs, err.Error())
+	}
+	return nil, confinement{}, fmt.Errorf("sandbox workers cannot start (%s): %s", p.cmd[0], joinErrs(errs))
+}
+
+func joinErrs(errs []string) string {
+	out := ""
+	for i, e := range errs {
+		if i > 0 {
+			out += "; then: "
+		}
+		out += e
+	}
+	return out
+}
+
+// Stats describe the pool's workers.
+type Stats struct {
+	Workers int   // processes alive (idle, busy or starting)
+	Idle    int   // waiting for a run
+	Spawned int64 // started since the pool began
+	Crashed int64 // died other than by retirement
+}
+
+// Stats reports the pool's state.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Stats{Workers: len(p.procs) + p.starting, Idle: len(p.idle), Spawned: p.spawned.Load(), Crashed: p.crashed.Load()}
+}
+
+// Size is the number of workers kept warm.
+func (p *Pool) Size() int { return p.opts.Size }
+
+// Close stops every worker and removes the pool's cgroups and directory.
+// Runs in progress end with TOOL_WORKER_UNAVAILABLE.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.closing)
+	for _, w := range p.waiters {
+		w.ch <- acquired{err: unavailable("the sandbox pool is shutting down")}
+	}
+	p.waiters = nil
+	procs := make([]*proc, 0, len(p.procs))
+	for w := range p.procs {
+		procs = append(procs, w)
+	}
+	p.idle = nil
+	p.mu.Unlock()
+	for _, w := range procs {
+		w.kill(unavailable("the sandbox pool is shutting down"))
+	}
+	p.starts.Wait()
+	p.reapers.Wait()
+	p.shutdown()
+	return nil
+}
+
+func (p *Pool) shutdown() {
+	if p.conf.cgroups != nil {
+		p.conf.cgroups.close()
+	}
+	if p.conf.root != "" {
+		os.Remove(p.conf.root)
+	}
+}
+
+func unavailable(msg string) *apierr.Error {
+	return apierr.New(apierr.ToolWorkerUnavailable, "%s", msg)
+}
+
+// treeKey marks the context of a run's host calls, so that the runs they
+// start (nested tools) are known to be nested and share their tree's
+// allowance of workers.
+type treeKey struct{}
+
+type tree struct{ slots chan struct{} }
+
+// Run runs req in a worker. It returns when the run has ended everywhere:
+// its result is in, or its worker is dead; its host calls have returned;
+// its worker is back in the pool or gone.
+func (p *Pool) Run(ctx context.Context, env *hostapi.Env, req hostapi.RunRequest) *hostapi.RunResult {
+	b, res := jsrt.Begin(p.h, p.plans, env, req)
+	if res != nil {
+		return res
+	}
+	b.Request.Limits.MaxCalls = p.opts.MaxCalls
+	deadline := b.Start.Add(b.Limits.Timeout)
+	byCaller := false
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline, byCaller = d, true
+	}
+	t, nested := ctx.Value(treeKey{}).(*tree)
+	if nested {
+		select {
+		case t.slots <- struct{}{}:
+			defer func() { <-t.slots }()
+		case <-ctx.Done():
+			return b.Finish(script.Outcome{Err: apierr.Of(ctx.Err())})
+		case <-time.After(time.Until(deadline)):
+			return b.Finish(script.Outcome{Err: apierr.New(apierr.Busy,
+				"this run's nested runs already use %d sandbox workers; call fewer tools at once", p.opts.MaxNested)})
+		}
+	} else {
+		t = &tree{slots: make(chan struct{}, p.opts.MaxNested)}
+	}
+	w, err := p.acquire(ctx, deadline, !nested)
+	if err != nil {
+		return b.Finish(script.Outcome{Err: err})
+	}
+	// Host calls, and the runs they start, end with this run: they see
+	// its deadline, and they are cancelled when it ends.
+	callCtx, cancel := context.WithDeadline(context.WithValue(ctx, treeKey{}, t), deadline)
+	calls := jsrt.NewCalls(callCtx, p.h.Registry, b.Env, b.Plan.Ops)
+	out, healthy := w.run(ctx, callCtx, b, calls, deadline, byCaller)
+	cancel()
+	calls.Wait()
+	p.release(w, healthy, !nested)
+	return b.Finish(out)
+}
+
+type acquired struct {
+	w   *proc
+	err *apierr.Error
+}
+
+type waiter struct {
+	ch       chan acquired
+	topLevel bool
+}
+
+// acquire takes an idle worker, starts one when the pool may grow, or
+// waits for one until deadline.
+func (p *Pool) acquire(ctx context.Context, deadline time.Time, topLevel bool) (*proc, *apierr.Error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, unavailable("the sandbox pool is shut down")
+	}
+	if !topLevel || p.busy < p.opts.Max {
+		if w := p.popIdle(); w != nil {
+			if topLevel {
+				p.busy++
+			}
+			p.mu.Unlock()
+			return w, nil
+		}
+	}
+	wt := &waiter{ch: make(chan acquired, 1), topLevel: topLevel}
+	p.waiters = append(p.waiters, wt)
+	if (!topLevel || p.busy+p.pendingTopLevel() <= p.opts.Max) && p.starting < p.wantStarting() {
+		p.startLocked()
+	}
+	p.mu.Unlock()
+
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case a := <-wt.ch:
+		return a.w, a.err
+	case <-ctx.Done():
+		p.abandon(wt)
+		return nil, apierr.Of(ctx.Err())
+	case <-timer.C:
+		p.abandon(wt)
+		return nil, apierr.New(apierr.Busy, "all %d sandbox workers stayed busy until this run's time limit; retry shortly", p.opts.Max)
+	}
+}
+
+// pendingTopLevel counts top-level waiters.
+func (p *Pool) pendingTopLevel() int {
+	n := 0
+	for _, w := range p.waiters {
+		if w.topLevel {
+			n++
+		}
+	}
+	return n
+}
+
+// wantStarting is how many workers should be starting for the waiters.
+func (p *Pool) wantStarting() int { return len(p.waiters) }
+
+// abandon withdraws a waiter; a worker handed to it meanwhile goes back.
+func (p *Pool) abandon(wt *waiter) {
+	p.mu.Lock()
+	for i, w := range p.waiters {
+		if w == wt {
+			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+			p.mu.Unlock()
+			return
+		}
+	}
+	p.mu.Unlock()
+	if a := <-wt.ch; a.w != nil {
+		p.release(a.w, true, wt.topLevel)
+	}
+}
+
+func (p *Pool) popIdle() *proc {
+	for len(p.idle) > 0 {
+		w := p.idle[len(p.idle)-1]
+		p.idle = p.idle[:len(p.idle)-1]
+		if !w.isDead() {
+			return w
+		}
+	}
+	return nil
+}
+
+// release returns a worker after a run: to a waiter, to the idle list,
+// or, when the run left it unusable, to the reaper.
+func (p *Pool) release(w *proc, healthy, topLevel bool) {
+	p.mu.Lock()
+	if topLevel {
+		p.busy--
+	}
+	if !healthy || p.closed || w.isDead() {
+		p.mu.Unlock()
+		w.kill(nil)
+		return
+	}
+	w.idleSince = time.Now()
+	p.handOrIdleLocked(w)
+	p.mu.Unlock()
+}
+
+// handOrIdleLocked gives w to the first waiter that may take it, else
+// makes it idle.
+func (p *Pool) handOrIdleLocked(w *proc) {
+	for i, wt := range p.waiters {
+		if wt.topLevel && p.busy >= p.opts.Max {
+			continue
+		}
+		p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+		if wt.topLevel {
+			p.busy++
+		}
+		wt.ch <- acquired{w: w}
+		return
+	}
+	p.idle = append(p.idle, w)
+}
+
+// startLocked starts one worker in the background.
+func (p *Pool) startLocked() {
+	p.starting++
+	p.starts.Add(1)
+	go func() {
+		defer p.starts.Done()
+		w, err := p.spawnWith(p.conf)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.starting--
+		if err != nil {
+			p.opts.Log.Error("sandbox worker failed to start", "err", err)
+			if len(p.waiters) > 0 && p.starting < len(p.waiters) {
+				wt := p.waiters[0]
+				p.waiters = p.waiters[1:]
+				wt.ch <- acquired{err: unavailable("a sandbox worker could not start: " + err.Error())}
+			}
+			return
+		}
+		if p.closed {
+			go w.kill(nil)
+			return
+		}
+		p.procs[w] = true
+		w.idleSince = time.Now()
+		p.handOrIdleLocked(w)
+	}()
+}
+
+// fill starts workers until Size are alive.
+func (p *Pool) fill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.closed && len(p.procs)+p.starting < p.opts.Size {
+		p.startLocked()
+	}
+}
+
+// gone forgets a dead worker and keeps the pool at its size.
+func (p *Pool) gone(w *proc) {
+	p.mu.Lock()
+	delete(p.procs, w)
+	for i, x := range p.idle {
+		if x == w {
+			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			break
+		}
+	}
+	p.mu.Unlock()
+	p.fill()
+}
+
+// janitor retires workers beyond Size that have been idle too long.
+func (p *Pool) janitor() {
+	tick := max(p.opts.IdleTimeout/4, 10*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.closing:
+			return
+		case <-t.C:
+		}
+		var retire []*proc
+		p.mu.Lock()
+		alive := len(p.procs)
+		// idle is ordered by last use: the oldest are first.
+		for len(p.idle) > 0 && alive-len(retire) > p.opts.Size {
+			w := p.idle[0]
+			if time.Since(w.idleSince) < p.opts.IdleTimeout {
+				break
+			}
+			p.idle = p.idle[1:]
+			retire = append(retire, w)
+		}
+		p.mu.Unlock()
+		for _, w := range retire {
+			w.retire()
+		}
+	}
+}
+
+// spec returns the JSON of plan's stubs spec, cached per version.
+func (p *Pool) spec(plan *jsrt.Plan) []byte {
+	p.specMu.Lock()
+	defer p.specMu.Unlock()
+	if p.specVersion != plan.Version || p.specJSON == nil {
+		b, _ := json.Marshal(plan.Spec)
+		p.specJSON, p.specVersion = b, plan.Version
+	}
+	return p.specJSON
+}
+
+// PIDs lists the worker processes alive now.
+func (p *Pool) PIDs() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]int, 0, len(p.procs))
+	for w := range p.procs {
+		if !w.isDead() {
+			out = append(out, w.pid)
+		}
+	}
+	return out
+}
