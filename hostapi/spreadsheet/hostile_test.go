@@ -289,3 +289,41 @@ func TestMangledWorkbooks(t *testing.T) {
 		}
 	}
 }
+
+// TestCornerCells: a tiny workbook whose cells are A1 and XFD1048576 (the
+// file that sent table ingestion into an endless loop, issue 11) answers
+// every operation quickly, with a value or a coded error.
+func TestCornerCells(t *testing.T) {
+	te := newEnv(t)
+	book := rawBook{sheets: []rawSheet{{name: "S",
+		data: `<row r="1"><c r="A1"><v>1</v></c></row><row r="1048576"><c r="XFD1048576"><v>2</v></c></row>`}}}.bytes(t)
+	if len(book) > 4096 {
+		t.Fatalf("the workbook has %d bytes; it should be tiny", len(book))
+	}
+	ctx, cancel := context.WithTimeout(te.ctx, slowdown*20*time.Second)
+	defer cancel()
+	te.ctx = ctx
+	te.upload("corners.xlsx", book)
+	wantJSON(t, te.mustTool("spreadsheet_list_sheets", map[string]any{"id": "corners.xlsx"}), `[{"name":"S","rows":1048576,"columns":16384}]`)
+	wantGrid(t, te.readRange("corners.xlsx", 1, "XFC1048575:XFD1048576"), [][]any{{nil, nil}, {nil, 2.0}})
+	s := te.mustTool("spreadsheet_get_sheet_summary", map[string]any{"id": "corners.xlsx", "sheet": 1}).(map[string]any)
+	if s["rows"] != float64(maxRows) || s["columns"] != float64(maxCols) || len(s["column_types"].([]any)) != summaryCols {
+		t.Fatalf("summary %v", s)
+	}
+	if row := te.readRange("corners.xlsx", 1, "1:1"); len(row) != 1 || len(row[0]) != maxCols || row[0][0] != 1.0 || row[0][maxCols-1] != nil {
+		t.Fatalf("row 1 has %d rows", len(row))
+	}
+	_, err := te.tool("spreadsheet_read_range", map[string]any{"id": "corners.xlsx", "sheet": 1, "range": "A:XFD"})
+	wantCode(t, err, apierr.TooLarge, "pages")
+	_, err = te.tool("spreadsheet_set_format", map[string]any{"id": "corners.xlsx", "sheet": 1, "range": "A:XFD", "bold": true})
+	wantCode(t, err, apierr.TooLarge, "in parts")
+	ops := readOps("corners.xlsx")
+	for k, v := range writeOps("corners.xlsx") {
+		ops[k] = v
+	}
+	for op, args := range ops {
+		if _, err := te.tool(strings.SplitN(op, "#", 2)[0], args); err != nil && (apierr.CodeOf(err) == apierr.Internal || apierr.CodeOf(err) == apierr.Timeout) {
+			t.Fatalf("%s: %v", op, err)
+		}
+	}
+}
