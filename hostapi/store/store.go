@@ -376,7 +376,14 @@ func (s *Store) bodyPath(f *File) string { return filepath.Join(s.filesDir, f.Di
 // BodyPath returns where f's body lives on disk. It is only guaranteed to
 // stay there during a View of the file (View hands it to you); tests and
 // benchmarks use it to look at the disk directly.
-func (w *Workspace) BodyPath(f *File) string { return w.s.bodyPath(f) }
+// On a shared backend it is this host's cached copy (present once the
+// file was read or written here).
+func (w *Workspace) BodyPath(f *File) string {
+	if sh := w.s.shared; sh != nil && len(f.SHA256) == 64 {
+		return sh.cache.path(f.SHA256)
+	}
+	return w.s.bodyPath(f)
+}
 
 func (s *Store) backupPath(id string) string { return filepath.Join(s.backDir, id) }
 
