@@ -196,3 +196,31 @@ func loCSVs(t *testing.T, te *testEnv, names ...string) [][][]string {
 	}
 	return res
 }
+
+// TestStreamIntoWorkbookWithFormulas: a big write into a new sheet of a
+// workbook whose other sheet holds formulas streams its rows, and the
+// formulas (one of them reading the new sheet) show fresh results.
+func TestStreamIntoWorkbookWithFormulas(t *testing.T) {
+	te := newEnv(t)
+	te.upload("s.xlsx", readFixture(t, "sales.xlsx"))
+	te.mustTool("spreadsheet_add_sheet", map[string]any{"id": "s.xlsx", "name": "Rates"})
+	te.mustTool("spreadsheet_write_cell", map[string]any{"id": "s.xlsx", "sheet": "Sales", "cell": "H1", "formula": "SUM(Rates!A1:A3000)"})
+	rows := make([]any, 3000)
+	for i := range rows {
+		rows[i] = []any{int64(i + 1), "2024-06-01", map[string]any{"formula": "A" + strconv.Itoa(i+1) + "*2"}}
+	}
+	wantJSON(t, te.mustTool("spreadsheet_write_range", map[string]any{"id": "s.xlsx", "sheet": "Rates", "start_cell": "A1", "data": rows}),
+		`{"range":"A1:C3000","cells":9000}`)
+	wantGrid(t, te.readRange("s.xlsx", "Rates", "A2999:C3000"), [][]any{{2999.0, "2024-06-01", 5998.0}, {3000.0, "2024-06-01", 6000.0}})
+	wantJSON(t, te.mustTool("spreadsheet_read_cell", map[string]any{"id": "s.xlsx", "sheet": "Sales", "cell": "H1"}), `{"value":4501500,"formula":"SUM(Rates!A1:A3000)"}`)
+	wantJSON(t, te.mustTool("spreadsheet_read_cell", map[string]any{"id": "s.xlsx", "sheet": "Sales", "cell": "F7"}), `{"value":230,"formula":"SUM(F2:F6)"}`)
+	if x := te.part("s.xlsx", "xl/workbook.xml"); !strings.Contains(x, `fullCalcOnLoad="1"`) && !strings.Contains(x, `fullCalcOnLoad="true"`) {
+		t.Fatal("the workbook does not ask for recalculation on open")
+	}
+	if x := te.part("s.xlsx", "xl/worksheets/sheet3.xml"); !strings.Contains(x, `<dimension ref="A1:C3000"`) || !strings.Contains(x, `<c r="C3000"><f>A3000*2</f></c>`) {
+		t.Fatalf("the new sheet's XML: %.600s", x)
+	}
+	if c := te.cell("s.xlsx", "Rates", "B5"); c["type"] != "date" || c["format"].(map[string]any)["numberFormat"] != "yyyy-mm-dd" {
+		t.Fatalf("B5 %v", c)
+	}
+}
