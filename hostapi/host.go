@@ -26,6 +26,10 @@ type Config struct {
 	// EventHistory is how many change events are kept for resuming
 	// subscribers; 0 is the store's default.
 	EventHistory int
+	// Backend, when set, keeps bodies, metadata, events, leases, quota and
+	// saved tools somewhere shared (NATS JetStream) instead of the data
+	// directory's SQLite and disk; the data directory then holds caches.
+	Backend *store.Backend
 	// AllowPrivateDownloads lets files.download reach loopback and private
 	// addresses (local testing only; SPEC 8).
 	AllowPrivateDownloads bool
@@ -91,7 +95,7 @@ func NewHost(cfg Config) (*Host, error) {
 		cfg.Log = slog.Default()
 	}
 	st, err := store.Open(store.Config{Dir: cfg.DataDir, MaxFileSize: cfg.MaxFileSize, MaxWorkspaceSize: cfg.MaxWorkspaceSize,
-		WorkspaceQuotas: cfg.WorkspaceQuotas, MaxToolSize: cfg.MaxToolSize, EventHistory: cfg.EventHistory})
+		WorkspaceQuotas: cfg.WorkspaceQuotas, MaxToolSize: cfg.MaxToolSize, EventHistory: cfg.EventHistory, Backend: cfg.Backend})
 	if err != nil {
 		return nil, err
 	}
