@@ -14,6 +14,7 @@ import (
 	"github.com/metaclaw/metaclaw/bindings/ts"
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/server/mcpserver"
 	"github.com/metaclaw/metaclaw/server/toolspec"
 )
 
@@ -157,7 +158,12 @@ func (s *Server) handleCallTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	res, err := s.h.Registry.CallTool(r.Context(), s.h.Env(principalOf(r).Workspace, sessionOf(r)), name, args)
+	// Every call is bounded, also one that never checks its context's
+	// end: the longest run a caller may ask for (run_script's timeout_ms
+	// is clamped to it).
+	ctx, cancel := context.WithTimeout(r.Context(), callTimeout(s.h))
+	defer cancel()
+	res, err := s.h.Registry.CallTool(ctx, s.h.Env(principalOf(r).Workspace, sessionOf(r)), name, args)
 	if s.h.Registry.ByTool(name) == nil {
 		s.metrics.observeDynamicTool(principalOf(r).Workspace, name, err)
 	}
@@ -167,6 +173,8 @@ func (s *Server) handleCallTool(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, res)
 }
+
+func callTimeout(h *hostapi.Host) time.Duration { return mcpserver.CallTimeout(h) }
 
 // strictArgs maps a built-in tool's NAME_json arguments (from strict
 // schemas) back to NAME.

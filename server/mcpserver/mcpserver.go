@@ -302,6 +302,9 @@ func (m *Manager) handler(workspace, name string, op *hostapi.Op) mcp.ToolHandle
 		if req.Session != nil && req.Session.ID() != "" {
 			session = "mcp:" + req.Session.ID()
 		}
+		// Every call is bounded by the longest run a caller may ask for.
+		ctx, cancel := context.WithTimeout(ctx, CallTimeout(m.h))
+		defer cancel()
 		start := time.Now()
 		res, err := m.h.Registry.CallTool(ctx, m.h.Env(workspace, session), name, args)
 		if m.opts.Observe != nil && op == nil {
@@ -312,6 +315,16 @@ func (m *Manager) handler(workspace, name string, op *hostapi.Op) mcp.ToolHandle
 		}
 		return m.okResult(res, wrapped), nil
 	}
+}
+
+// CallTimeout bounds one meta-tool call from a door: the longest run a
+// caller may ask for (the host's maximum run timeout; 10 minutes when
+// unset).
+func CallTimeout(h *hostapi.Host) time.Duration {
+	if d := h.Config.MaxLimits.Timeout; d > 0 {
+		return d
+	}
+	return 10 * time.Minute
 }
 
 // withExample adds op's first example to a VALIDATION_FAILED raised at
