@@ -5,9 +5,13 @@
 // Reads stream the sheet XML straight out of the zip with a small
 // tokenizer and stop at the last row asked for, so the top of a 100k-row
 // sheet answers in milliseconds; deeper pages come from a decoded cache of
-// the sheet built in one pass and keyed by the file's sha256. Edits go
-// through excelize (styles, formulas, row shifting) and the store's Modify,
-// which replaces the file atomically and keeps a backup.
+// the sheet built in one pass and keyed by the file's sha256. Value and
+// format edits rewrite the sheet XML in one streaming pass (patch.go); a
+// write into a blank sheet generates its rows while the workbook is saved,
+// straight into the zip, so that a million cells never sit in memory as
+// XML. excelize owns the rest of the package (styles, formulas, row
+// shifting), and the store's Modify replaces the file atomically and keeps
+// a backup.
 package spreadsheet
 
 import (
