@@ -315,3 +315,62 @@ func TestDownloadKeepsLocalFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestToolProfiles: `tools` and `mcp` offer the code profile and the API
+// shapes that GET /api/tools offers.
+func TestToolProfiles(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "never")
+	out, _, code := cli(t, "tools", "--json", "--profile", "code", "--data", data)
+	var list struct {
+		Profile string
+		Tools   []struct{ Name string }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || list.Profile != "code" || len(list.Tools) != 3 {
+		t.Fatalf("tools --profile code: %d %s", code, out)
+	}
+	names := list.Tools[0].Name + " " + list.Tools[1].Name + " " + list.Tools[2].Name
+	for _, n := range []string{"run_script", "search_api", "file_list"} {
+		if !strings.Contains(names, n) {
+			t.Errorf("code profile lacks %s: %s", n, names)
+		}
+	}
+	out, _, code = cli(t, "tools", "--json", "--format", "openai", "--strict", "--data", data)
+	var openai struct {
+		Tools []struct {
+			Type     string
+			Function struct {
+				Name       string
+				Strict     bool
+				Parameters map[string]any
+			}
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &openai) != nil || len(openai.Tools) < 40 {
+		t.Fatalf("--format openai: %d %.300s", code, out)
+	}
+	for _, tl := range openai.Tools {
+		if tl.Type != "function" || !tl.Function.Strict || tl.Function.Parameters["additionalProperties"] != false {
+			t.Errorf("%s is not a strict OpenAI function: %+v", tl.Function.Name, tl)
+		}
+	}
+	// The environment chooses the profile too; a bad one is refused.
+	t.Setenv("METACLAW_PROFILE", "code")
+	if out, _, code = cli(t, "tools", "--data", data); code != 0 || strings.Count(out, "\n") != 3 {
+		t.Fatalf("METACLAW_PROFILE=code: %d %s", code, out)
+	}
+	_, errOut, code := cli(t, "tools", "--profile", "tiny", "--data", data)
+	if code != 2 || !strings.Contains(errOut, `flag --profile: "tiny" is not one of full, code`) {
+		t.Fatalf("bad profile: %d %s", code, errOut)
+	}
+	if _, errOut, code = cli(t, "tools", "--json", "--format", "xml", "--data", data); code != 2 || !strings.Contains(errOut, `format "xml" is not known`) {
+		t.Fatalf("bad format: %d %s", code, errOut)
+	}
+	// search_api is a tool of the CLI as of every door.
+	out, _, code = cli(t, "tool", "search_api", `{"query":"spreadsheet write","limit":1}`, "--data", filepath.Join(t.TempDir(), "d"))
+	if code != 0 || !strings.Contains(out, "files.spreadsheet.writeRange") {
+		t.Fatalf("search_api: %d %s", code, out)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("the data directory was created: %v", err)
+	}
+}

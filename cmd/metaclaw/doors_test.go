@@ -35,6 +35,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	jsb "github.com/metaclaw/metaclaw/bindings/js"
+	"github.com/metaclaw/metaclaw/bindings/ts"
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/host"
@@ -189,6 +190,7 @@ func openDoors(bin string) (*doors, error) {
 			return nil, nil, err
 		}
 		h.Runner = jsrt.New(h)
+		ts.Register(h) // as the CLI and the server do
 		d.closers = append(d.closers, func() { h.Close() })
 		return h, parts, nil
 	}
@@ -348,13 +350,20 @@ func mcpCall(ctx context.Context, cs *mcp.ClientSession, tool string, args []byt
 		return answer{Code: "DOOR_BROKEN", Msg: err.Error()}
 	}
 	a := fromJSON([]byte(text(res)), res.IsError)
-	if !res.IsError && res.StructuredContent != nil {
-		// Structured content must say what the text says.
-		if sc := roundTrip(res.StructuredContent); !reflect.DeepEqual(sc, a.Value) {
-			return answer{Code: "DOOR_BROKEN", Msg: fmt.Sprintf("structuredContent %v differs from the text %v", sc, a.Value)}
-		}
+	if res.IsError || res.StructuredContent == nil {
+		return a
 	}
-	return a
+	// The structured content is the whole answer: the text is the same,
+	// a non-object result wrapped as {"result": …} (MCP wants an object),
+	// or a part of it (an image travels as image content, not as text).
+	sc := roundTrip(res.StructuredContent)
+	if m, ok := sc.(map[string]any); ok && len(m) == 1 && reflect.DeepEqual(m["result"], a.Value) {
+		return a
+	}
+	if diff := contains(sc, a.Value, "structuredContent"); diff != "" {
+		return answer{Code: "DOOR_BROKEN", Msg: fmt.Sprintf("the text says what structuredContent does not: %s", diff)}
+	}
+	return answer{Value: sc}
 }
 
 // ---- the examples ----
@@ -750,6 +759,8 @@ type badCase struct {
 	// js is the script making the same mistake, "" where a script cannot
 	// make it (an unknown argument of a stub without an options object).
 	js string
+	// jsOnly cases are mistakes only a script can make (NaN).
+	jsOnly bool
 }
 
 // schemaTypes lists the JSON types a parameter's schema allows.
@@ -835,8 +846,67 @@ func badCases(reg *hostapi.Registry) []badCase {
 			}
 		}
 		with("unknown argument", "no_such_arg", "1", false)
+		// NaN and ±Infinity exist only in scripts: JSON has no way to say
+		// them. Each replaces the first number in a parameter's value.
+		if op.Name != "" {
+			for _, p := range op.Params {
+				v, ok := base[p.Name]
+				if !ok {
+					continue
+				}
+				for _, bad := range []string{"NaN", "Infinity", "-Infinity"} {
+					if nv, found := replaceFirstNumber(v, jsRawMarker(bad)); found {
+						args := map[string]any{}
+						for k, x := range base {
+							args[k] = x
+						}
+						args[p.Name] = nv
+						out = append(out, badCase{op: op, kind: bad + " from a script", param: p.Name, jsOnly: true,
+							js: strings.ReplaceAll(jsCall(op, args), `"`+jsRawMarker(bad)+`"`, bad)})
+					}
+				}
+			}
+		}
 	}
 	return out
+}
+
+// jsRawMarker stands for a JS literal that JSON cannot write; jsCall's
+// output has it quoted, and the caller swaps it for the literal.
+func jsRawMarker(lit string) string { return "@@js:" + lit + "@@" }
+
+// replaceFirstNumber replaces the first number inside v (depth first) with
+// with; found says whether there was one.
+func replaceFirstNumber(v any, with any) (any, bool) {
+	switch t := v.(type) {
+	case int, int64, float64, json.Number:
+		return with, true
+	case []any:
+		out := append([]any(nil), t...)
+		for i, x := range t {
+			if nv, ok := replaceFirstNumber(x, with); ok {
+				out[i] = nv
+				return out, true
+			}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if nv, ok := replaceFirstNumber(t[k], with); ok {
+				out := make(map[string]any, len(t))
+				for k2, x := range t {
+					out[k2] = x
+				}
+				out[k] = nv
+				return out, true
+			}
+		}
+	}
+	return v, false
 }
 
 func hasGroup(op *hostapi.Op) bool {
@@ -897,11 +967,31 @@ func TestBadInputEveryDoor(t *testing.T) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
 	for _, c := range cases {
+		label := fmt.Sprintf("%s %s (%s)", c.op.Tool, c.args, c.kind)
+		if c.jsOnly {
+			label = fmt.Sprintf("%s (%s)", c.js, c.kind)
+		}
+		if c.js != "" {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				defer timed("js", time.Now())
+				a := runJS(ctx, d.js, ws, c.js)
+				if a.Code != string(apierr.ValidationFailed) || !namesArg(a.Msg, c.param) {
+					t.Errorf("%s: js %s answers %s; want VALIDATION_FAILED naming %q", label, c.js, a, c.param)
+				}
+			}()
+		}
+		if c.jsOnly {
+			perKind[c.kind]++
+			continue
+		}
 		ref := fromErr(func() error {
 			_, err := d.ref.Registry.CallToolJSON(ctx, d.ref.Env(ws, "door-test"), c.op.Tool, c.args)
 			return err
 		}())
-		label := fmt.Sprintf("%s %s (%s)", c.op.Tool, c.args, c.kind)
 		if ref.Code != string(apierr.ValidationFailed) || !namesArg(ref.Msg, c.param) {
 			t.Errorf("%s: the registry answers %s; want VALIDATION_FAILED naming %q", label, ref, c.param)
 			continue
@@ -926,17 +1016,6 @@ func TestBadInputEveryDoor(t *testing.T) {
 				}
 				if !sameAnswer(a, ref) {
 					t.Errorf("%s: %s answers %s\nwant %s", label, dr.name, a, ref)
-				}
-			}()
-		}
-		if c.js != "" {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer timed("js", time.Now())
-				a := runJS(ctx, d.js, ws, c.js)
-				if a.Code != string(apierr.ValidationFailed) || !namesArg(a.Msg, c.param) {
-					t.Errorf("%s: js %s answers %s; want VALIDATION_FAILED naming %q", label, c.js, a, c.param)
 				}
 			}()
 		}
@@ -1056,5 +1135,89 @@ func TestNumberTypes(t *testing.T) {
 	}
 	if tried == 0 {
 		t.Fatal("no example has a number to vary")
+	}
+}
+
+// TestToolListsAgree: the CLI's `tools --json`, GET /api/tools and MCP's
+// tools/list offer the same tools, and the CLI and HTTP lists carry every
+// op's examples as the registry declares them.
+func TestToolListsAgree(t *testing.T) {
+	d := sharedDoors(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ws = "bad-input"
+	want := map[string]any{} // tool → its examples as JSON
+	for _, op := range d.ref.Registry.Ops() {
+		if op.Tool != "" {
+			want[op.Tool] = roundTrip(op.Examples)
+		}
+	}
+	lists := map[string]map[string]any{}
+	read := func(door string, b []byte) {
+		var res struct {
+			Tools []struct {
+				Name     string
+				Examples any
+			}
+		}
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Fatalf("%s: %v: %.300s", door, err, b)
+		}
+		lists[door] = map[string]any{}
+		for _, tl := range res.Tools {
+			lists[door][tl.Name] = tl.Examples
+		}
+	}
+	out, errOut, code := cli(t, "tools", "--json", "--data", d.cliData, "--workspace", ws)
+	if code != 0 {
+		t.Fatalf("tools --json: %d %s", code, errOut)
+	}
+	read("cli", []byte(out))
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.httpURL+"/api/tools", nil)
+	req.Header.Set("Authorization", "Bearer "+d.tokens[ws])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	read("http", b)
+	cs, err := d.mcpHTTPSession(ctx, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists["mcp"] = map[string]any{}
+	for _, tl := range lt.Tools {
+		lists["mcp"][tl.Name] = nil
+	}
+	for tool, examples := range want {
+		for door, list := range lists {
+			got, ok := list[tool]
+			if !ok {
+				t.Errorf("%s does not offer %s", door, tool)
+				continue
+			}
+			if door != "mcp" && !reflect.DeepEqual(got, examples) && !(got == nil && len(examples.([]any)) == 0) {
+				t.Errorf("%s: %s's examples are %s, want %s", door, tool, short(got), short(examples))
+			}
+		}
+	}
+	for door, list := range lists {
+		for tool := range list {
+			if _, ok := want[tool]; !ok && door != "mcp" && !d.ref.Registry.IsBuiltin(tool) {
+				// Saved and built-in script tools come from the workspace;
+				// every door must still agree on them.
+				for other, l := range lists {
+					if _, ok := l[tool]; !ok {
+						t.Errorf("%s offers %s but %s does not", door, tool, other)
+					}
+				}
+			}
+		}
 	}
 }

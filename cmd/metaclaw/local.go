@@ -9,6 +9,7 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/files"
 	"github.com/metaclaw/metaclaw/hostapi/store"
+	"github.com/metaclaw/metaclaw/server/toolspec"
 )
 
 // localBackend works on the data directory directly: the workspace and
@@ -103,14 +104,29 @@ func (l *localBackend) CallTool(ctx context.Context, name string, args map[strin
 	return l.h.Registry.CallTool(ctx, l.env, name, args)
 }
 
-func (l *localBackend) Tools(ctx context.Context) (any, []toolLine, error) {
+// Tools lists the tools as GET /api/tools does, with the same profiles
+// and shapes (server/toolspec).
+func (l *localBackend) Tools(ctx context.Context, q toolQuery) (any, []toolLine, error) {
 	list, err := l.h.Registry.Tools(ctx, l.env)
 	if err != nil {
 		return nil, nil, err
 	}
+	profile, err := toolspec.CheckProfile(q.Profile)
+	if err != nil {
+		return nil, nil, err
+	}
+	format, err := toolspec.CheckFormat(q.Format, q.API)
+	if err != nil {
+		return nil, nil, err
+	}
+	list = toolspec.Filter(list, profile)
 	lines := make([]toolLine, len(list))
 	for i, t := range list {
 		lines[i] = toolLine{Name: t.Name, Description: t.Description}
 	}
-	return map[string]any{"tools": list}, lines, nil
+	out := map[string]any{"tools": toolspec.Render(list, toolspec.Options{Format: format, Strict: q.Strict})}
+	if profile != toolspec.ProfileFull {
+		out["profile"] = profile
+	}
+	return out, lines, nil
 }

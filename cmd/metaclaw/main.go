@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/metaclaw/metaclaw/bindings/ts"
 	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
@@ -346,6 +347,8 @@ func (g *globals) openHost() (*hostapi.Host, *host.Parts, error) {
 		return nil, nil, err
 	}
 	h.Runner = jsrt.New(h)
+	// search_api is a tool of every door, the CLI's too.
+	ts.Register(h)
 	return h, parts, nil
 }
 
@@ -372,6 +375,7 @@ func (g *globals) openRegistry(useData bool) (h *hostapi.Host, cleanup func(), e
 		os.RemoveAll(dir)
 		return nil, nil, err
 	}
+	ts.Register(h)
 	return h, func() { h.Close(); os.RemoveAll(dir) }, nil
 }
 

@@ -22,6 +22,7 @@ func newMCPCmd(g *globals) *cobra.Command {
 		Long: `Serve the workspace's meta-tools (built-in and saved) over the Model Context Protocol on
 stdin and stdout, for MCP clients that start their servers as child processes.`,
 		Example: `  metaclaw mcp --data ~/metaclaw-data --workspace default
+  metaclaw mcp --profile code    # run_script, search_api and file_list only
   # in an MCP client's configuration:
   #   {"command": "metaclaw", "args": ["mcp", "--data", "/srv/metaclaw"]}`,
 		Args: positional(0, 0),
@@ -32,7 +33,7 @@ stdin and stdout, for MCP clients that start their servers as child processes.`,
 				return fail(g, err, false)
 			}
 			defer h.Close()
-			m := mcpserver.New(h, mcpserver.Options{Log: log, Version: buildVersion()})
+			m := mcpserver.New(h, mcpserver.Options{Log: log, Version: buildVersion(), Profile: g.cfg.String("profile")})
 			parts.Tools.OnChange(m.ToolsChanged)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

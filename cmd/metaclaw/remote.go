@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"strings"
 
 	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/server/client"
 )
 
@@ -16,6 +20,9 @@ import (
 type remoteBackend struct {
 	c       *client.Client
 	session string
+	// base and token are --server and --token, for the one request the
+	// client has no call for (tools with a query).
+	base, token string
 }
 
 func (g *globals) remote() (*remoteBackend, error) {
@@ -27,7 +34,7 @@ func (g *globals) remote() (*remoteBackend, error) {
 	if g.cfg != nil && g.cfg.Get("workspace").Source == config.FromFlag {
 		fmt.Fprintf(stderr, "metaclaw: --workspace %q is ignored with --server: the token decides the workspace\n", g.workspace)
 	}
-	return &remoteBackend{c: c, session: g.session}, nil
+	return &remoteBackend{c: c, session: g.session, base: g.server, token: g.token}, nil
 }
 
 func (r *remoteBackend) Close() error {
@@ -89,8 +96,8 @@ func (r *remoteBackend) CallTool(ctx context.Context, name string, args map[stri
 	return r.c.CallTool(ctx, name, args)
 }
 
-func (r *remoteBackend) Tools(ctx context.Context) (any, []toolLine, error) {
-	res, err := r.c.Tools(ctx)
+func (r *remoteBackend) Tools(ctx context.Context, q toolQuery) (any, []toolLine, error) {
+	res, err := r.tools(ctx, q)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -101,4 +108,40 @@ func (r *remoteBackend) Tools(ctx context.Context) (any, []toolLine, error) {
 		lines[i] = toolLine{Name: fmt.Sprint(t["name"]), Description: fmt.Sprint(t["description"])}
 	}
 	return res, lines, nil
+}
+
+// tools is GET /api/tools with q as its query. The client has no call
+// for a query, so the request is made here with its HTTP client, its
+// bearer token and its error shape.
+func (r *remoteBackend) tools(ctx context.Context, q toolQuery) (map[string]any, error) {
+	v := q.values()
+	if len(v) == 0 {
+		return r.c.Tools(ctx)
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(r.base, "/")+"/api/tools?"+v.Encode(), nil)
+	if err != nil {
+		return nil, apierr.New(apierr.ValidationFailed, "bad request: %v", err)
+	}
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	resp, err := r.c.HTTP.Do(req)
+	if err != nil {
+		return nil, apierr.New(apierr.ToolWorkerUnavailable, "cannot reach the server at %s: %v", r.base, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber()
+	decErr := dec.Decode(&out)
+	if resp.StatusCode != http.StatusOK {
+		if e, ok := out["error"].(map[string]any); ok {
+			return nil, apierr.New(apierr.Code(fmt.Sprint(e["code"])), "%v", e["message"])
+		}
+		return nil, apierr.New(apierr.Internal, "the server answered %s", resp.Status)
+	}
+	if decErr != nil {
+		return nil, apierr.New(apierr.Internal, "the server's answer is not JSON: %v", decErr)
+	}
+	return out, nil
 }

@@ -206,6 +206,19 @@ func TestMCPStdioProcess(t *testing.T) {
 	if !names["file_list"] || !names["file_read_text"] || !names["run_script"] {
 		t.Fatalf("tools: %v", names)
 	}
+	// The code profile over stdio: three tools.
+	code, err := c.Connect(ctx, &mcp.CommandTransport{Command: self("mcp", "--data", data, "--profile", "code")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer code.Close()
+	lt, err = code.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lt.Tools) != 3 {
+		t.Fatalf("mcp --profile code: %d tools", len(lt.Tools))
+	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "file_list", Arguments: map[string]any{}})
 	if err != nil || res.IsError || !strings.Contains(text(res), `"some.csv"`) {
 		t.Fatalf("file_list: %v %v", err, text(res))

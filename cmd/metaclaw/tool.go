@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/url"
 
 	"github.com/spf13/cobra"
 
@@ -16,8 +17,30 @@ type toolBackend interface {
 	// Run runs s; ok is the run result's "ok".
 	Run(ctx context.Context, s script) (res any, ok bool, err error)
 	CallTool(ctx context.Context, name string, args map[string]any) (any, error)
-	// Tools answers the --json list and the lines of the table.
-	Tools(ctx context.Context) (res any, lines []toolLine, err error)
+	// Tools answers the --json list, in the shape q asks for, and the
+	// lines of the table.
+	Tools(ctx context.Context, q toolQuery) (res any, lines []toolLine, err error)
+}
+
+// toolQuery chooses a tool list as GET /api/tools does: which tools
+// (profile) and in which API's shape (format, api, strict).
+type toolQuery struct {
+	Profile, Format, API string
+	Strict               bool
+}
+
+// values are q as GET /api/tools's query.
+func (q toolQuery) values() url.Values {
+	v := url.Values{}
+	for k, x := range map[string]string{"profile": q.Profile, "format": q.Format, "api": q.API} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	if q.Strict {
+		v.Set("strict", "true")
+	}
+	return v
 }
 
 func newToolCmd(g *globals) *cobra.Command {

@@ -125,6 +125,8 @@ var Settings = []*Setting{
 	{Key: "run_max_depth", Kind: Int, Default: "8", Min: 1, Commands: hostCommands,
 		Doc: "nesting depth of tool calls (a tool calling a tool …)"},
 
+	{Key: "profile", Kind: Enum, Default: "full", Enum: []string{"full", "code"}, Commands: []string{"tools", "mcp", "config"},
+		Doc: "tools offered to a model: full (every tool) or code (run_script, search_api, file_list; the API is found with search_api)"},
 	{Key: "log_format", Kind: Enum, Default: "text", Enum: []string{"text", "json"}, Commands: []string{"serve", "mcp", "config"},
 		Doc: "log lines on stderr as key=value text or JSON"},
 	{Key: "log_level", Kind: Enum, Default: "info", Enum: []string{"debug", "info", "warn", "error"}, Commands: []string{"serve", "mcp", "config"},
