@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
@@ -118,5 +119,67 @@ func TestCreateMakesDocumentsOfTheNamedFormat(t *testing.T) {
 	mustJSON(t, h, env, "file_create", `{"name": "out/report.xlsx", "overwrite": true}`)
 	if got := mustJSON(t, h, env, "spreadsheet_read_range", `{"id": "out/report.xlsx", "sheet": "Sheet1", "range": "A1:B3"}`); got != `[]` {
 		t.Fatalf("an overwritten workbook is blank: %s", got)
+	}
+}
+
+// files.create's ttl: seconds, shown by file_info as expires_on, and the
+// file goes with a file:deleted event when it runs out.
+func TestCreateWithTTL(t *testing.T) {
+	h := hosttest.New(t, hostapi.Config{}, files.Register)
+	env := h.Env("default", "s")
+	events, cancel := h.Store.Bus().Subscribe("default", 0)
+	defer cancel()
+
+	for _, bad := range []string{`0`, `-5`, `"1h"`, `1.5`, `31622401`, `true`} {
+		_, err := callJSON(t, h, env, "file_create", `{"name": "bad.txt", "content": "x", "ttl": `+bad+`}`)
+		if apierr.CodeOf(err) != apierr.ValidationFailed || !strings.Contains(err.Error(), `"ttl"`) {
+			t.Fatalf("ttl %s: %v", bad, err)
+		}
+	}
+	if got := mustJSON(t, h, env, "file_list", `{}`); got != `{"files":[]}` {
+		t.Fatalf("a refused ttl created a file: %s", got)
+	}
+
+	mustJSON(t, h, env, "file_create", `{"name": "keep.txt", "content": "k"}`)
+	if got := mustJSON(t, h, env, "file_info", `{"id": "keep.txt"}`); strings.Contains(got, "expires_on") {
+		t.Fatalf("a file without ttl shows an expiry: %s", got)
+	}
+	before := time.Now()
+	mustJSON(t, h, env, "file_create", `{"name": "tmp/scratch.txt", "content": "x", "ttl": 1}`)
+	var info struct {
+		ID        string    `json:"id"`
+		ExpiresOn time.Time `json:"expires_on"`
+	}
+	if err := json.Unmarshal([]byte(mustJSON(t, h, env, "file_info", `{"id": "tmp/scratch.txt"}`)), &info); err != nil {
+		t.Fatal(err)
+	}
+	if d := info.ExpiresOn.Sub(before); d < time.Second || d > 30*time.Second {
+		t.Fatalf("expires_on %v is %v after the call, want about 1 s", info.ExpiresOn, d)
+	}
+	// A long ttl on an overwrite: the file gets the new expiry.
+	mustJSON(t, h, env, "file_create", `{"name": "keep.txt", "content": "k2", "overwrite": true, "ttl": 31622400}`)
+	var kept struct {
+		ExpiresOn time.Time `json:"expires_on"`
+	}
+	json.Unmarshal([]byte(mustJSON(t, h, env, "file_info", `{"id": "keep.txt"}`)), &kept)
+	if d := time.Until(kept.ExpiresOn); d < 365*24*time.Hour || d > 366*24*time.Hour {
+		t.Fatalf("overwrite with a ttl of a year expires in %v", d)
+	}
+	for {
+		select {
+		case e := <-events:
+			if e.Type != "file:deleted" || e.Data["id"] != info.ID {
+				continue
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the expired file was not deleted")
+		}
+		break
+	}
+	if _, err := callJSON(t, h, env, "file_info", `{"id": "tmp/scratch.txt"}`); apierr.CodeOf(err) != apierr.NotFound {
+		t.Fatalf("expired file: %v", err)
+	}
+	if got := mustJSON(t, h, env, "file_list", `{}`); !strings.Contains(got, `"name":"keep.txt"`) || strings.Contains(got, "scratch") {
+		t.Fatalf("list after expiry: %s", got)
 	}
 }

@@ -47,13 +47,25 @@ type Info struct {
 	ModifiedOn      time.Time `json:"modifiedOn"`
 	IconType        string    `json:"iconType"`
 	HasBackup       bool      `json:"hasBackup"`
+	// ExpiresOn is when a file created with a time to live is deleted
+	// (absent: it stays until deleted).
+	ExpiresOn *time.Time `json:"expiresOn,omitempty"`
 }
+
+// MaxTTLSeconds is the longest time to live files.create accepts: a year
+// (366 days). Longer-lived files are simply kept until deleted.
+const MaxTTLSeconds = 366 * 24 * 3600
 
 // NewInfo converts store metadata to files.info's shape.
 func NewInfo(f *store.File) Info {
-	return Info{ID: f.ID, Name: f.Name, Size: f.Size, MimeType: f.MimeType, SHA256: f.SHA256, Source: f.Source,
+	info := Info{ID: f.ID, Name: f.Name, Size: f.Size, MimeType: f.MimeType, SHA256: f.SHA256, Source: f.Source,
 		SourceSessionID: f.SourceSessionID, CreatedOn: f.CreatedOn, ModifiedOn: f.ModifiedOn,
 		IconType: f.IconType(), HasBackup: f.HasBackup}
+	if !f.ExpiresOn.IsZero() {
+		t := f.ExpiresOn
+		info.ExpiresOn = &t
+	}
+	return info
 }
 
 // IDName is the {id,name} answer of create, copy and rename.
@@ -134,12 +146,15 @@ func tier1Ops(h *hostapi.Host) []hostapi.Op {
 		Name: "files.create", Tool: "file_create",
 		Doc: "Create a file. A .xlsx name makes an empty workbook with one sheet \"Sheet1\" and a .pdf name a blank one-page A4 PDF " +
 			"(fill them with the spreadsheet_* and pdf_* tools; content is refused for them); any other name makes a text file, empty or with content. " +
-			"Fails with ALREADY_EXISTS when the name is taken unless overwrite is true. Folders in the name (\"reports/q3.md\") need not exist first.",
+			"Fails with ALREADY_EXISTS when the name is taken unless overwrite is true. Folders in the name (\"reports/q3.md\") need not exist first. " +
+			"With ttl (seconds) the file is deleted automatically that long after it is created or overwritten (file_info shows expires_on): use it for scratch and intermediate outputs.",
 		Params: []hostapi.Param{
 			{Name: "name", Schema: hostapi.String(), Doc: "Workspace path of the new file, e.g. \"notes/todo.md\"", Required: true},
 			{Name: "content", Schema: hostapi.String(), Doc: "Optional initial text content (not for .xlsx or .pdf)", Group: "options"},
 			{Name: "mime_type", Schema: hostapi.String(), Doc: "Optional MIME type, used only when the content does not reveal one", Group: "options"},
 			{Name: "overwrite", Schema: hostapi.Boolean(), Doc: "Replace an existing file of that name (default false)", Group: "options"},
+			{Name: "ttl", Schema: hostapi.Schema{"type": "integer", "minimum": 1, "maximum": MaxTTLSeconds},
+				Doc: "Time to live in seconds (1 to 31622400, a year): the file is deleted automatically, with a file:deleted event, that long after this call; absent: kept until deleted", Group: "options"},
 		},
 		Result: IDName{},
 		Examples: []hostapi.Example{{
@@ -154,15 +169,23 @@ func tier1Ops(h *hostapi.Host) []hostapi.Op {
 			Doc:  "Replace an existing file",
 			Args: map[string]any{"name": "notes.md", "content": "# Notes\n", "overwrite": true},
 			Want: map[string]any{"name": "notes.md"}, Files: []string{"notes.md"},
+		}, {
+			Doc:  "Create a scratch file that deletes itself after an hour",
+			Args: map[string]any{"name": "tmp/scratch.txt", "content": "intermediate result\n", "ttl": 3600},
+			Want: map[string]any{"name": "tmp/scratch.txt"},
 		}},
 		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
 			name, content := c.Args.String("name"), c.Args.String("content")
+			var ttl time.Duration
+			if secs, ok := c.Args.Int("ttl"); ok {
+				ttl = time.Duration(secs) * time.Second
+			}
 			body, err := initialBody(c.Host, name, content)
 			if err != nil {
 				return nil, err
 			}
 			f, err := c.WS.Create(ctx, store.CreateOptions{Name: name, MimeType: c.Args.String("mime_type"),
-				Source: store.SourceCreated, Overwrite: c.Args.Bool("overwrite")}, body)
+				Source: store.SourceCreated, Overwrite: c.Args.Bool("overwrite"), TTL: ttl}, body)
 			if err != nil {
 				return nil, err
 			}
