@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi"
+	"github.com/metaclaw/metaclaw/hostapi/store"
 )
 
 // The load benchmarks measure once per process (the Go benchmark driver
@@ -258,4 +260,30 @@ func BenchmarkUploadLoad(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(r.mbPerSec, "MB/s")
 	b.ReportMetric(float64(r.rssGrowth)/(1<<20), "RSS-growth-MB")
+}
+
+// BenchmarkToolCall: one meta-tool call (file_read_text of a small file)
+// through POST /api/tools/{name}, sequentially: the door's own overhead
+// (decoding, strict-argument mapping, the call deadline, the run gate).
+func BenchmarkToolCall(b *testing.B) {
+	ts, h := benchServer(b, hostapi.Config{})
+	if _, err := h.Store.Workspace("default").Create(context.Background(), store.CreateOptions{Name: "a.txt"}, strings.NewReader("one\ntwo\nthree\n")); err != nil {
+		b.Fatal(err)
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	body := []byte(`{"id":"a.txt","start_line":2,"end_line":3}`)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		resp, err := hc.Post(ts.URL+"/api/tools/file_read_text", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !bytes.Contains(out, []byte(`"total_lines":3`)) {
+			b.Fatalf("%d %s", resp.StatusCode, out)
+		}
+	}
 }

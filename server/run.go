@@ -179,6 +179,9 @@ func callTimeout(h *hostapi.Host) time.Duration { return mcpserver.CallTimeout(h
 // strictArgs maps a built-in tool's NAME_json arguments (from strict
 // schemas) back to NAME.
 func (s *Server) strictArgs(name string, args map[string]any) (map[string]any, error) {
+	if !toolspec.HasJSONArgs(args) {
+		return args, nil
+	}
 	op := s.h.Registry.ByTool(name)
 	if op == nil {
 		return args, nil

@@ -285,7 +285,7 @@ func (m *Manager) handler(workspace, name string, op *hostapi.Op) mcp.ToolHandle
 	}
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		args, err := hostapi.ParseArgs(req.Params.Arguments)
-		if err == nil && op != nil {
+		if err == nil && op != nil && toolspec.HasJSONArgs(args) {
 			args, err = toolspec.StrictArgs(args, op.InputSchema())
 		}
 		if err != nil {

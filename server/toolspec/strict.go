@@ -304,11 +304,25 @@ func copyKeys(dst hostapi.Schema, src map[string]any, keys []string) {
 	}
 }
 
+// HasJSONArgs reports whether args has a NAME_json key, so that callers
+// can skip StrictArgs (and building the schema) for ordinary calls.
+func HasJSONArgs(args map[string]any) bool {
+	for k := range args {
+		if strings.HasSuffix(k, JSONSuffix) {
+			return true
+		}
+	}
+	return false
+}
+
 // StrictArgs turns the arguments of a call made with strict schemas back
 // into the tool's own: NAME_json (JSON text) becomes NAME. Nulls are left
 // for the registry, which reads them as absent. schema is the tool's own
 // input schema; a NAME_json that it declares itself is left alone.
 func StrictArgs(args map[string]any, schema hostapi.Schema) (map[string]any, error) {
+	if !HasJSONArgs(args) {
+		return args, nil
+	}
 	props, _ := schema["properties"].(map[string]any)
 	var out map[string]any
 	for k, v := range args {
