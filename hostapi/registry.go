@@ -11,14 +11,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
@@ -454,7 +457,10 @@ func describeValidation(op *Op, ve *jsonschema.ValidationError) string {
 	walk(ve)
 	var parts []string
 	for _, l := range leaves {
-		msg := l.ErrorKind.LocalizedString(printer)
+		msg := boundMessage(l.ErrorKind)
+		if msg == "" {
+			msg = l.ErrorKind.LocalizedString(printer)
+		}
 		loc := l.InstanceLocation
 		if len(loc) == 0 {
 			// A problem with the argument object itself: a missing or
@@ -476,6 +482,31 @@ func describeValidation(op *Op, ve *jsonschema.ValidationError) string {
 		parts = append(parts, fmt.Sprintf("argument %q: %s", strings.Join(loc, "."), msg))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// boundMessage words a failed numeric bound with exact numbers (the
+// library's own message prints 1048575 as 1.048575×10⁰⁶).
+func boundMessage(k jsonschema.ErrorKind) string {
+	num := func(r *big.Rat) string {
+		if r.IsInt() {
+			return r.Num().String()
+		}
+		f, _ := r.Float64()
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	switch k := k.(type) {
+	case *kind.Minimum:
+		return fmt.Sprintf("%s is less than the minimum %s", num(k.Got), num(k.Want))
+	case *kind.Maximum:
+		return fmt.Sprintf("%s is more than the maximum %s", num(k.Got), num(k.Want))
+	case *kind.ExclusiveMinimum:
+		return fmt.Sprintf("%s must be more than %s", num(k.Got), num(k.Want))
+	case *kind.ExclusiveMaximum:
+		return fmt.Sprintf("%s must be less than %s", num(k.Got), num(k.Want))
+	case *kind.MultipleOf:
+		return fmt.Sprintf("%s is not a multiple of %s", num(k.Got), num(k.Want))
+	}
+	return ""
 }
 
 // CompileSchema compiles a JSON Schema given as a map.
