@@ -1,13 +1,14 @@
 // Package agenttools keeps agent-authored reusable tools (SPEC 6): saved in
-// SQLite with a version that increments on every save, listed beside the
-// built-in meta-tools, and callable from scripts, HTTP, MCP and the CLI.
+// the store's tool store (SQLite's agent_tools, or a shared backend's tool
+// records, so that a tool saved on one host is callable on every other)
+// with a version that increments on every save, listed beside the built-in
+// meta-tools, and callable from scripts, HTTP, MCP and the CLI.
 // It also loads the built-in script tools of the scripts/ folder and offers
 // run_script, the meta-tool that runs code.
 package agenttools
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/hostapi/store"
 	"github.com/metaclaw/metaclaw/scripts"
 )
 
@@ -61,43 +63,31 @@ type Summary struct {
 // DynamicTools.
 type Tools struct {
 	host     *hostapi.Host
-	db       *sql.DB
+	store    *store.ToolStore
 	builtins map[string]*Tool
 	schemas  schemaCache
 	mu       sync.Mutex
 	watchers []func(workspace string)
 }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS agent_tools (
-	workspace    TEXT NOT NULL,
-	name         TEXT NOT NULL,
-	description  TEXT NOT NULL,
-	input_schema TEXT NOT NULL,
-	code         TEXT NOT NULL,
-	version      INTEGER NOT NULL,
-	created_on   TEXT NOT NULL,
-	updated_on   TEXT NOT NULL,
-	PRIMARY KEY (workspace, name)
-);`
-
-// Register creates the agent_tools table, loads the built-in script tools
-// and adds the tools.* operations, tool_* meta-tools and run_script.
+// Register loads the built-in script tools, adds the tools.* operations,
+// tool_* meta-tools and run_script, and follows the store's tool changes
+// (this host's, other processes' and other hosts') for OnChange.
 func Register(h *hostapi.Host) (*Tools, error) {
-	t := &Tools{host: h, db: h.Store.DB(), builtins: map[string]*Tool{}}
-	if _, err := t.db.Exec(schema); err != nil {
-		return nil, fmt.Errorf("create agent_tools: %w", err)
-	}
+	t := &Tools{host: h, store: h.Store.Tools(), builtins: map[string]*Tool{}}
 	if err := t.loadBuiltins(scripts.FS); err != nil {
 		return nil, err
 	}
 	h.Registry.Dynamic = t
 	h.Registry.Add(t.ops()...)
+	stop := t.store.Watch(func(c store.ToolChange) { t.changed(c.Workspace) })
+	h.OnClose(func() error { stop(); return nil })
 	return t, nil
 }
 
 // OnChange registers fn to be told when a workspace's tool list changes
-// (MCP sends tools/list_changed).
+// (MCP sends tools/list_changed), whichever host or process changed it. fn
+// is called on one goroutine, shortly after the change commits.
 func (t *Tools) OnChange(fn func(workspace string)) {
 	t.mu.Lock()
 	t.watchers = append(t.watchers, fn)
@@ -220,19 +210,15 @@ func (t *Tools) get(ctx context.Context, ws, name string) (*Tool, error) {
 	if b := t.builtins[name]; b != nil {
 		return b, nil
 	}
-	var tool Tool
-	var schemaJSON, updated string
-	err := t.db.QueryRowContext(ctx, `SELECT name, description, input_schema, code, version, updated_on FROM agent_tools WHERE workspace=? AND name=?`, ws, name).
-		Scan(&tool.Name, &tool.Description, &schemaJSON, &tool.Code, &tool.Version, &updated)
-	if err == sql.ErrNoRows {
-		return nil, apierr.New(apierr.NotFound, "no saved tool named %q; tools.list() shows the tools", name)
-	}
+	r, err := t.store.Get(ctx, ws, name)
 	if err != nil {
-		return nil, apierr.From(err)
+		return nil, err
 	}
-	json.Unmarshal([]byte(schemaJSON), &tool.InputSchema)
-	tool.UpdatedOn, _ = time.Parse(time.RFC3339Nano, updated)
-	return &tool, nil
+	tool := &Tool{Name: r.Name, Description: r.Description, Code: r.Code, Version: r.Version, UpdatedOn: r.UpdatedOn}
+	if err := json.Unmarshal(r.InputSchema, &tool.InputSchema); err != nil {
+		return nil, apierr.New(apierr.Internal, "saved tool %q has a damaged input schema (%v); save it again", name, err)
+	}
+	return tool, nil
 }
 
 func (t *Tools) list(ctx context.Context, ws string) ([]Summary, error) {
@@ -240,30 +226,22 @@ func (t *Tools) list(ctx context.Context, ws string) ([]Summary, error) {
 	for _, b := range t.builtins {
 		out = append(out, Summary{b.Name, b.Description, b.InputSchema, b.Version, true})
 	}
-	rows, err := t.db.QueryContext(ctx, `SELECT name, description, input_schema, version FROM agent_tools WHERE workspace=? ORDER BY name`, ws)
+	saved, err := t.store.List(ctx, ws)
 	if err != nil {
-		return nil, apierr.From(err)
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var s Summary
-		var schemaJSON string
-		if err := rows.Scan(&s.Name, &s.Description, &schemaJSON, &s.Version); err != nil {
-			return nil, apierr.From(err)
-		}
-		json.Unmarshal([]byte(schemaJSON), &s.InputSchema)
+	for _, r := range saved {
+		s := Summary{Name: r.Name, Description: r.Description, Version: r.Version}
+		json.Unmarshal(r.InputSchema, &s.InputSchema)
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, apierr.From(rows.Err())
+	return out, nil
 }
 
-// chargeKey names a saved tool's bytes in the workspace's usage.
-func chargeKey(name string) string { return "tool:" + name }
-
 // save stores a tool (or a new version of it) and charges its size to the
-// workspace's quota in the same transaction: a tool that does not fit is
-// QUOTA_EXCEEDED and nothing is stored.
+// workspace's quota in the same step (store.ToolStore): a tool that does
+// not fit is QUOTA_EXCEEDED and nothing is stored.
 func (t *Tools) save(ctx context.Context, ws string, tool *Tool) (int, error) {
 	if err := t.check(tool); err != nil {
 		return 0, err
@@ -272,60 +250,19 @@ func (t *Tools) save(ctx context.Context, ws string, tool *Tool) (int, error) {
 		return 0, apierr.New(apierr.ValidationFailed, "tool name %q is a built-in script tool; choose another name", tool.Name)
 	}
 	schemaJSON, _ := json.Marshal(tool.InputSchema)
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	var version int
-	err := t.inTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `
-			INSERT INTO agent_tools (workspace, name, description, input_schema, code, version, created_on, updated_on)
-			VALUES (?, ?, ?, ?, ?, 1, ?, ?)
-			ON CONFLICT (workspace, name) DO UPDATE SET description=excluded.description, input_schema=excluded.input_schema,
-				code=excluded.code, version=agent_tools.version+1, updated_on=excluded.updated_on
-			RETURNING version`, ws, tool.Name, tool.Description, string(schemaJSON), tool.Code, now, now).Scan(&version)
-		if err != nil {
-			return err
-		}
-		return t.host.Store.Workspace(ws).ChargeTx(tx, chargeKey(tool.Name), int64(tool.size()))
-	})
+	saved, err := t.store.Save(ctx, ws, store.ToolRecord{Name: tool.Name, Description: tool.Description,
+		InputSchema: schemaJSON, Code: tool.Code})
 	if err != nil {
 		return 0, err
 	}
-	t.changed(ws)
-	return version, nil
+	return saved.Version, nil
 }
 
 func (t *Tools) remove(ctx context.Context, ws, name string) error {
 	if t.builtins[name] != nil {
 		return apierr.New(apierr.ValidationFailed, "%q is a built-in script tool and cannot be deleted", name)
 	}
-	err := t.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM agent_tools WHERE workspace=? AND name=?`, ws, name)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return apierr.New(apierr.NotFound, "no saved tool named %q", name)
-		}
-		return t.host.Store.Workspace(ws).ChargeTx(tx, chargeKey(name), 0)
-	})
-	if err != nil {
-		return err
-	}
-	t.changed(ws)
-	return nil
-}
-
-// inTx runs fn in one transaction of the metadata database, so that a
-// tool and the bytes charged for it commit together.
-func (t *Tools) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := t.db.BeginTx(ctx, nil)
-	if err != nil {
-		return apierr.From(err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return apierr.From(err)
-	}
-	return apierr.From(tx.Commit())
+	return t.store.Delete(ctx, ws, name)
 }
 
 // run executes a reusable tool one level deeper than env and returns its

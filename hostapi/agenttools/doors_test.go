@@ -26,6 +26,12 @@ type door struct {
 	env *hostapi.Env
 }
 
+// withCfg is base (a backend's config) with the test's limits.
+func withCfg(base, test hostapi.Config) hostapi.Config {
+	test.Backend = base.Backend
+	return test
+}
+
 func newDoor(t *testing.T, cfg hostapi.Config) *door {
 	t.Helper()
 	h := hosttest.New(t, cfg, files.Register, func(h *hostapi.Host) error {
@@ -142,8 +148,10 @@ func TestRunScriptTimeoutArgument(t *testing.T) {
 	}
 }
 
-func TestSavedToolsGetNumbers(t *testing.T) {
-	d := newDoor(t, hostapi.Config{})
+func TestSavedToolsGetNumbers(t *testing.T) { agenttools.ForBackends(t, testSavedToolsGetNumbers) }
+
+func testSavedToolsGetNumbers(t *testing.T, cfg hostapi.Config) {
+	d := newDoor(t, withCfg(cfg, hostapi.Config{}))
 	saved := d.must("tool_save", `{"name": "add_nums", "description": "Add a and b (and c when given)",
 		"input_schema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}, "c": {"type": "integer"}}, "required": ["a", "b"]},
 		"code": "return input.c === undefined ? input.a + input.b : [input.a + input.b + input.c, Object.keys(input).length];"}`)
@@ -204,8 +212,10 @@ func TestBuiltinScriptToolsThroughJSON(t *testing.T) {
 	}
 }
 
-func TestToolSizeLimit(t *testing.T) {
-	d := newDoor(t, hostapi.Config{})
+func TestToolSizeLimit(t *testing.T) { agenttools.ForBackends(t, testToolSizeLimit) }
+
+func testToolSizeLimit(t *testing.T, cfg hostapi.Config) {
+	d := newDoor(t, withCfg(cfg, hostapi.Config{}))
 	save := func(name, code, desc string) error {
 		args, _ := json.Marshal(map[string]any{"name": name, "description": desc, "code": code})
 		_, err := d.call("tool_save", string(args))
@@ -281,7 +291,11 @@ func TestRunScriptLimitsFollowTheHost(t *testing.T) {
 }
 
 func TestSavedToolsCountTowardTheQuota(t *testing.T) {
-	d := newDoor(t, hostapi.Config{MaxWorkspaceSize: 1 << 20})
+	agenttools.ForBackends(t, testSavedToolsCountTowardTheQuota)
+}
+
+func testSavedToolsCountTowardTheQuota(t *testing.T, cfg hostapi.Config) {
+	d := newDoor(t, withCfg(cfg, hostapi.Config{MaxWorkspaceSize: 1 << 20}))
 	tool := func(name string, kb int) string {
 		b, _ := json.Marshal(map[string]any{"name": name, "description": "d", "code": "return 1;//" + strings.Repeat("x", kb<<10-len("return 1;//d{\"type\":\"object\"}"))})
 		return string(b)

@@ -207,4 +207,17 @@ type ToolRecords interface {
 	Put(ctx context.Context, ws string, t ToolRecord, rev Revision) (Revision, error)
 	// Delete removes the tool at revision rev; ErrConflict when it moved on.
 	Delete(ctx context.Context, ws, name string, rev Revision) error
+	// Watch calls fn, in order, for every later change of any workspace's
+	// tools made on any host, until ctx ends. It is derived from the
+	// records themselves, so a host that dies right after a change cannot
+	// make the others miss it.
+	Watch(ctx context.Context, fn func(ToolChange)) error
+}
+
+// ToolChange is one change of a saved tool.
+type ToolChange struct {
+	Workspace string
+	Name      string
+	Version   int // of the saved tool (0 for a delete on a shared backend)
+	Deleted   bool
 }

@@ -68,8 +68,9 @@ type eventLog struct {
 }
 
 type subscriber struct {
-	ws string
-	ch chan Event
+	ws  string
+	all bool // every workspace's events (the saved-tool watch)
+	ch  chan Event
 }
 
 var _ Bus = (*eventLog)(nil)
@@ -162,6 +163,33 @@ func (l *eventLog) Subscribe(ws string, after uint64) (<-chan Event, func()) {
 	for _, e := range replay {
 		s.ch <- e
 	}
+	l.subs[s] = struct{}{}
+	var once sync.Once
+	return s.ch, func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if _, ok := l.subs[s]; ok {
+				delete(l.subs, s)
+				close(s.ch)
+			}
+		})
+	}
+}
+
+// subscribeAll delivers every workspace's events from now on, this
+// process's and other processes', until cancel (nil when the store is
+// closing).
+func (l *eventLog) subscribeAll() (<-chan Event, func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed && l.conn == nil && l.start(context.Background()) != nil {
+		l.closed = true
+	}
+	if l.closed {
+		return nil, func() {}
+	}
+	s := &subscriber{all: true, ch: make(chan Event, 1024)}
 	l.subs[s] = struct{}{}
 	var once sync.Once
 	return s.ch, func() {
@@ -286,7 +314,7 @@ func (l *eventLog) replay(ctx context.Context, ws string, after uint64) []Event 
 // loses its channel rather than slowing writers down. l.mu is held.
 func (l *eventLog) fanout(ev Event) {
 	for s := range l.subs {
-		if s.ws != ev.Workspace {
+		if !s.all && s.ws != ev.Workspace {
 			continue
 		}
 		select {

@@ -24,6 +24,55 @@ type ToolStore struct{ s *Store }
 // Tools is the store's saved-tool store.
 func (s *Store) Tools() *ToolStore { return &ToolStore{s: s} }
 
+// Watch calls fn for every change of a saved tool in any workspace — made
+// by this process, another process on the same data directory, or another
+// host of a shared backend — until stop is called. fn runs on one
+// goroutine, in the order of the changes.
+func (t *ToolStore) Watch(fn func(ToolChange)) (stop func()) {
+	ctx, cancel := context.WithCancel(t.s.stop)
+	if sh := t.s.shared; sh != nil {
+		if err := sh.b.Tools.Watch(ctx, fn); err != nil {
+			// NATS is unreachable at start: keep trying in the
+			// background, the way its connection reconnects.
+			go func() {
+				for ctx.Err() == nil {
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+						if sh.b.Tools.Watch(ctx, fn) == nil {
+							return
+						}
+					}
+				}
+			}()
+		}
+		return cancel
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			ch, unsubscribe := t.s.events.subscribeAll()
+			if ch == nil {
+				return // the store is closing
+			}
+			go func() { <-ctx.Done(); unsubscribe() }()
+			for e := range ch {
+				if e.Type != EventToolChanged {
+					continue
+				}
+				name, _ := e.Data["name"].(string)
+				version, _ := e.Data["version"].(int64)
+				deleted, _ := e.Data["deleted"].(bool)
+				fn(ToolChange{Workspace: e.Workspace, Name: name, Version: int(version), Deleted: deleted})
+			}
+			// Closed: the store is closing, stop was called, or fn was
+			// too slow for a burst of events; follow again.
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // ToolChargeKey names a saved tool's bytes in its workspace's usage.
 func ToolChargeKey(name string) string { return "tool:" + name }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -95,5 +96,45 @@ func (t *tools) Delete(ctx context.Context, ws, name string, rev store.Revision)
 		}
 		return unavailable("deleting a saved tool", err)
 	}
+	return nil
+}
+
+// Watch follows the tools bucket: every put and delete of any workspace's
+// tool, from every host (this one's included).
+func (t *tools) Watch(ctx context.Context, fn func(store.ToolChange)) error {
+	w, err := t.c.tools.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		return unavailable("following the saved tools", err)
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				wsPart, namePart, _ := strings.Cut(e.Key(), ".")
+				ws, ok1 := wsName(wsPart)
+				name, ok2 := wsName(namePart)
+				if !ok1 || !ok2 {
+					continue
+				}
+				ch := store.ToolChange{Workspace: ws, Name: name, Deleted: e.Operation() != jetstream.KeyValuePut}
+				if !ch.Deleted {
+					var r store.ToolRecord
+					if json.Unmarshal(e.Value(), &r) == nil {
+						ch.Version = r.Version
+					}
+				}
+				fn(ch)
+			}
+		}
+	}()
 	return nil
 }

@@ -481,6 +481,19 @@ func testTools(t *testing.T, open Opener) {
 	ts := s.Tools()
 	ch, cancel := s.Bus().Subscribe("default", 0)
 	defer cancel()
+	changes := make(chan store.ToolChange, 16)
+	stopWatch := ts.Watch(func(c store.ToolChange) { changes <- c })
+	defer stopWatch()
+	nextChange := func() store.ToolChange {
+		t.Helper()
+		select {
+		case c := <-changes:
+			return c
+		case <-time.After(10 * time.Second):
+			t.Fatal("no tool change within 10 s")
+		}
+		return store.ToolChange{}
+	}
 	_, err := ts.Get(bg, "default", "count_rows")
 	WantCode(t, err, apierr.NotFound)
 	tool := store.ToolRecord{Name: "count_rows", Description: "Count rows", InputSchema: []byte(`{"type":"object"}`), Code: "return 1"}
@@ -491,12 +504,18 @@ func testTools(t *testing.T, open Opener) {
 	if e := Next(t, ch); e.Type != store.EventToolChanged || e.Data["name"] != "count_rows" || e.Data["version"] != int64(1) || e.Data["deleted"] != false {
 		t.Fatalf("event %+v", e)
 	}
+	if c := nextChange(); c != (store.ToolChange{Workspace: "default", Name: "count_rows", Version: 1}) {
+		t.Fatalf("watched %+v", c)
+	}
 	tool.Code = "return 2"
 	saved, err = ts.Save(bg, "default", tool)
 	if err != nil || saved.Version != 2 {
 		t.Fatalf("second save: %+v %v", saved, err)
 	}
 	Next(t, ch)
+	if c := nextChange(); c != (store.ToolChange{Workspace: "default", Name: "count_rows", Version: 2}) {
+		t.Fatalf("watched %+v", c)
+	}
 	got, err := ts.Get(bg, "default", "count_rows")
 	if err != nil || got.Code != "return 2" || got.Version != 2 || string(got.InputSchema) != `{"type":"object"}` || got.Description != "Count rows" {
 		t.Fatalf("get: %+v %v", got, err)
@@ -519,7 +538,22 @@ func testTools(t *testing.T, open Opener) {
 	if e := Next(t, ch); e.Type != store.EventToolChanged || e.Data["deleted"] != true {
 		t.Fatalf("delete event %+v", e)
 	}
+	if c := nextChange(); c.Workspace != "default" || c.Name != "count_rows" || !c.Deleted {
+		t.Fatalf("watched %+v", c)
+	}
 	WantCode(t, ts.Delete(bg, "default", "count_rows"), apierr.NotFound)
+	// In another workspace.
+	if _, err := ts.Save(bg, "other", store.ToolRecord{Name: "elsewhere", InputSchema: []byte(`{}`), Code: "return 3"}); err != nil {
+		t.Fatal(err)
+	}
+	if c := nextChange(); c != (store.ToolChange{Workspace: "other", Name: "elsewhere", Version: 1}) {
+		t.Fatalf("watched %+v", c)
+	}
+	select {
+	case c := <-changes:
+		t.Fatalf("a refused save or delete was watched: %+v", c)
+	default:
+	}
 	if n, _ := s.Workspace("default").Charged(bg, store.ToolChargeKey("count_rows")); n != 0 {
 		t.Fatalf("charge left: %d", n)
 	}
