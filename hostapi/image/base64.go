@@ -39,6 +39,7 @@ func toBase64(ctx context.Context, c *hostapi.Call) (res any, err error) {
 	if err != nil {
 		return nil, err
 	}
+	defer src.close() // after img.Close, deferred below
 	hd, err := readHeader(src, c.Host.Config.MaxImagePixels)
 	if err != nil {
 		return nil, err
@@ -55,7 +56,7 @@ func toBase64(ctx context.Context, c *hostapi.Call) (res any, err error) {
 		return nil, err
 	}
 	defer img.Close()
-	out, err := encode(ctx, src, img, encoding{format: format, strip: true}, maxBase64Bytes)
+	out, err := encode(ctx, src, img, encoding{format: format, meta: metaNone}, maxBase64Bytes)
 	if err != nil {
 		if apierr.Is(err, apierr.TooLarge) {
 			return nil, apierr.New(apierr.TooLarge, "the encoded image would exceed %d MB; ask for a smaller max_width/max_height or format jpeg", maxBase64Bytes>>20)

@@ -29,6 +29,11 @@ func composite(ctx context.Context, c *hostapi.Call) (res any, err error) {
 	// Overlays are read before the base: an in-place edit holds the base's
 	// write lock while it works, and an overlay may be the base itself.
 	layers := make([]*source, len(items))
+	defer func() { // after produce, whose transform closes every overlay image
+		for _, l := range layers {
+			l.close()
+		}
+	}()
 	for i, it := range items {
 		if layers[i], err = readSource(ctx, c, it.Ref); err != nil {
 			e := apierr.Of(err)
@@ -40,7 +45,7 @@ func composite(ctx context.Context, c *hostapi.Call) (res any, err error) {
 	name := func(src *source, out *encoded) string {
 		return derivedName(src.file.Name, "_composite", out.format)
 	}
-	return produce(ctx, c, c.Args.String("id"), targetOf(c), "", name, func(ctx context.Context, src *source, format string) (*encoded, error) {
+	return produce(ctx, c, c.Args.String("id"), targetOf(c), "", name, func(ctx context.Context, src *source, enc encoding) (*encoded, error) {
 		base, err := upright(src, maxPixels, true)
 		if err != nil {
 			return nil, err
@@ -83,7 +88,7 @@ func composite(ctx context.Context, c *hostapi.Call) (res any, err error) {
 				return nil, decodeError(src, err)
 			}
 		}
-		return encode(ctx, src, base, encoding{format: format}, limit)
+		return encode(ctx, src, base, enc, limit)
 	})
 }
 

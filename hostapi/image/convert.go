@@ -22,12 +22,13 @@ func convert(ctx context.Context, c *hostapi.Call) (any, error) {
 		return n
 	}
 	t := target{output: c.Args.String("output"), overwrite: c.Args.Bool("overwrite")}
-	return produce(ctx, c, c.Args.String("id"), t, format, name, func(ctx context.Context, src *source, format string) (*encoded, error) {
+	return produce(ctx, c, c.Args.String("id"), t, format, name, func(ctx context.Context, src *source, enc encoding) (*encoded, error) {
 		img, err := upright(src, maxPixels, true)
 		if err != nil {
 			return nil, err
 		}
 		defer img.Close()
-		return encode(ctx, src, img, encoding{format: format, quality: quality}, limit)
+		enc.quality = quality
+		return encode(ctx, src, img, enc, limit)
 	})
 }

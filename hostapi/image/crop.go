@@ -20,7 +20,7 @@ func crop(ctx context.Context, c *hostapi.Call) (any, error) {
 	name := func(src *source, out *encoded) string {
 		return derivedName(src.file.Name, fmt.Sprintf("_crop_%d_%d_%dx%d", l, t, w, h), out.format)
 	}
-	return produce(ctx, c, c.Args.String("id"), targetOf(c), "", name, func(ctx context.Context, src *source, format string) (*encoded, error) {
+	return produce(ctx, c, c.Args.String("id"), targetOf(c), "", name, func(ctx context.Context, src *source, enc encoding) (*encoded, error) {
 		hd, err := readHeader(src, maxPixels)
 		if err != nil {
 			return nil, err
@@ -44,6 +44,6 @@ func crop(ctx context.Context, c *hostapi.Call) (any, error) {
 		if err := img.ExtractArea(l, t, w, h); err != nil {
 			return nil, decodeError(src, err)
 		}
-		return encode(ctx, src, img, encoding{format: format}, limit)
+		return encode(ctx, src, img, enc, limit)
 	})
 }

@@ -67,13 +67,14 @@ func outputParams(inPlace bool) []hostapi.Param {
 	ps := []hostapi.Param{
 		{Name: "output", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Group: "options",
 			Doc: "Name of the new file; its extension (.png, .jpg, .jpeg, .webp) picks the format. " +
-				"Default: the source's name with a suffix, in the same folder, e.g. photo_800x600.jpg."},
+				"Default: the source's name with a suffix, in the same folder, e.g. photo_800x600.jpg. " +
+				"A new file keeps the colour (ICC) profile and drops EXIF, XMP and IPTC metadata (camera, GPS position)."},
 		{Name: "overwrite", Schema: hostapi.Boolean(), Group: "options",
 			Doc: "Replace the output file if it already exists (otherwise ALREADY_EXISTS)."},
 	}
 	if inPlace {
 		ps = append(ps, hostapi.Param{Name: "in_place", Schema: hostapi.Boolean(), Group: "options",
-			Doc: "Change the source file itself instead of writing a new file (one-level undo with revert). PNG, JPEG and WebP sources only."})
+			Doc: "Change the source file itself instead of writing a new file (one-level undo with revert); its metadata is kept. PNG, JPEG and WebP sources only."})
 	}
 	return ps
 }

@@ -61,7 +61,7 @@ func EncodeRaster(ctx context.Context, name string, pix []byte, width, height, b
 	}
 	defer img.Close()
 	src := &source{file: &store.File{Name: name}, format: "raw"}
-	out, err := encode(ctx, src, img, encoding{format: format, quality: quality}, limit)
+	out, err := encode(ctx, src, img, encoding{format: format, quality: quality, meta: metaNone}, limit)
 	if err != nil {
 		return nil, err
 	}

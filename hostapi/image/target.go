@@ -25,8 +25,9 @@ func targetOf(c *hostapi.Call) target {
 	return target{output: c.Args.String("output"), overwrite: c.Args.Bool("overwrite"), inPlace: c.Args.Bool("in_place")}
 }
 
-// transform computes an operation's image from src, written as format.
-type transform func(ctx context.Context, src *source, format string) (*encoded, error)
+// transform computes an operation's image from src, written as enc says
+// (the format and the metadata kept are decided by produce).
+type transform func(ctx context.Context, src *source, enc encoding) (*encoded, error)
 
 // nameFunc is an operation's default output name for src's result.
 type nameFunc func(src *source, out *encoded) string
@@ -74,13 +75,14 @@ func produce(ctx context.Context, c *hostapi.Call, ref string, t target, fixedFo
 		release()
 		return nil, err
 	}
+	defer src.close() // fn has closed every image made from it
 	if outFormat == "" {
 		outFormat = src.format
 		if !writable(outFormat) {
 			outFormat = formatPNG
 		}
 	}
-	out, err := fn(ctx, src, outFormat)
+	out, err := fn(ctx, src, encoding{format: outFormat, meta: metaProfile})
 	release()
 	if err != nil {
 		return nil, err
@@ -115,12 +117,13 @@ func produceInPlace(ctx context.Context, c *hostapi.Call, ref string, fn transfo
 		if err != nil {
 			return err
 		}
+		defer src.close() // after fn, which closes every image made from it
 		if !writable(src.format) {
 			return apierr.New(apierr.UnsupportedFormat,
 				"%q is a %s image, which is read but not written here, so it cannot be changed in place; write a new file instead, e.g. output: %q",
 				cur.Name, strings.ToUpper(src.format), derivedName(cur.Name, "", formatPNG))
 		}
-		if out, err = fn(ctx, src, src.format); err != nil {
+		if out, err = fn(ctx, src, encoding{format: src.format, meta: metaAll}); err != nil {
 			return err
 		}
 		_, err = w.Write(out.data)
