@@ -2,12 +2,11 @@ package table
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
@@ -18,12 +17,42 @@ import (
 // phases: the file is loaded into an in-memory DuckDB (then the map is
 // known and getMap answers), and the table is written to its on-disk
 // database (then every operation can run on it).
+//
+// A flight works for its callers: it is shared by every call that needs
+// the same content, and it stops (its worker interrupted or killed) when
+// every one of them has given up before getting its answer — a caller's
+// deadline or cancellation ends the ingestion it started. A flight whose
+// callers all got their answer (getMap needs only the map) finishes
+// writing the database, within IngestTimeout.
 type flight struct {
 	mapped chan struct{} // closed when meta or err is set
 	meta   *tableMeta
 	done   chan struct{} // closed when t or err is set
 	t      *tableDB
 	err    error
+
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	active int // callers waiting for an answer
+}
+
+// join registers a waiting caller.
+func (fl *flight) join() {
+	fl.mu.Lock()
+	fl.active++
+	fl.mu.Unlock()
+}
+
+// leave unregisters a caller; when the last one leaves without its
+// answer, the flight stops.
+func (fl *flight) leave(answered bool) {
+	fl.mu.Lock()
+	fl.active--
+	stop := fl.active == 0 && !answered
+	fl.mu.Unlock()
+	if stop {
+		fl.cancel()
+	}
 }
 
 // ensure returns the table database of ref's current content, building it
@@ -41,6 +70,7 @@ func (e *engine) ensureMap(ctx context.Context, ws *store.Workspace, ref string,
 }
 
 func (e *engine) await(ctx context.Context, ws *store.Workspace, ref string, sheet sheetSpec, needDB bool) (*tableMeta, *tableDB, error) {
+	e.start()
 	e.watch(ws.Name())
 	for attempt := 0; ; attempt++ {
 		f, err := ws.Resolve(ctx, ref)
@@ -62,11 +92,13 @@ func (e *engine) await(ctx context.Context, ws *store.Workspace, ref string, she
 		}
 		fl := e.flights[path]
 		if fl == nil {
-			fl = &flight{mapped: make(chan struct{}), done: make(chan struct{})}
+			fctx, cancel := context.WithTimeout(e.ctx, e.opts.IngestTimeout)
+			fl = &flight{mapped: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
 			e.flights[path] = fl
 			e.wg.Add(1)
-			go e.fly(ws, f, sheet, path, fl)
+			go e.fly(fctx, ws, f, sheet, path, fl)
 		}
+		fl.join()
 		e.mu.Unlock()
 		wait := fl.done
 		if !needDB {
@@ -75,8 +107,13 @@ func (e *engine) await(ctx context.Context, ws *store.Workspace, ref string, she
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return nil, nil, apierr.Wrap(apierr.Timeout, ctx.Err(), "the table for %q is still being prepared; call again in a moment", f.Name)
+			fl.leave(false)
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, nil, apierr.Wrap(apierr.Timeout, ctx.Err(), "the time limit ran out while %q was being loaded as a table (loading stopped); allow the run more time, or split the file", f.Name)
+			}
+			return nil, nil, apierr.Wrap(apierr.Timeout, ctx.Err(), "the call was cancelled while %q was being loaded as a table (loading stopped)", f.Name)
 		}
+		fl.leave(true)
 		if !needDB && fl.meta != nil {
 			return fl.meta, nil, nil
 		}
@@ -95,19 +132,22 @@ var errChanged = errors.New("file changed while it was being loaded")
 
 var errClosed = apierr.New(apierr.ToolWorkerUnavailable, "the table engine is shutting down")
 
-// fly loads or builds one database, detached from any caller's context so
-// that a caller giving up does not waste the work others wait for.
-func (e *engine) fly(ws *store.Workspace, f *store.File, sheet sheetSpec, path string, fl *flight) {
+// fly loads or builds one database, bounded by ctx (IngestTimeout, the
+// engine's life, and its callers: see flight).
+func (e *engine) fly(ctx context.Context, ws *store.Workspace, f *store.File, sheet sheetSpec, path string, fl *flight) {
 	defer e.wg.Done()
-	ctx, cancel := context.WithTimeout(e.ctx, e.opts.IngestTimeout)
-	defer cancel()
-	mapped := false
+	defer fl.cancel()
+	var once sync.Once
 	publish := func(m *tableMeta) {
-		fl.meta = m
-		mapped = true
-		close(fl.mapped)
+		once.Do(func() {
+			fl.meta = m
+			close(fl.mapped)
+		})
 	}
 	t, err := e.loadOrBuild(ctx, ws, f, sheet, path, publish)
+	if err != nil && ctx.Err() != nil {
+		err = e.ingestTimeout(ctx, f, err)
+	}
 	e.mu.Lock()
 	if err == nil {
 		e.known[path] = t
@@ -115,29 +155,45 @@ func (e *engine) fly(ws *store.Workspace, f *store.File, sheet sheetSpec, path s
 	delete(e.flights, path)
 	e.mu.Unlock()
 	fl.t, fl.err = t, err
-	if !mapped {
+	once.Do(func() {
 		if t != nil {
 			fl.meta = &t.meta
 		}
 		close(fl.mapped)
-	}
+	})
 	close(fl.done)
 	if err == nil {
 		e.dropStale(ws.Name(), f.ID)
 	}
 }
 
-// loadOrBuild opens the database at path, or builds it: load the file into
-// an in-memory DuckDB (holding the file's read lock), publish the map, then
-// write the table into a new database file and rename it into place.
+// ingestTimeout is the error of a flight whose context ended.
+func (e *engine) ingestTimeout(ctx context.Context, f *store.File, err error) error {
+	switch {
+	case errors.Is(context.Cause(ctx), errEngineClosed):
+		return errClosed
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return apierr.Wrap(apierr.Timeout, err, "loading %q as a table took longer than %s and was stopped; the file may be too large or too complex — split it or export the sheet as CSV", f.Name, e.opts.IngestTimeout)
+	}
+	return apierr.Wrap(apierr.Timeout, err, "loading %q as a table was stopped: every caller waiting for it gave up", f.Name)
+}
+
+// loadOrBuild opens the database at path, or builds it in a worker: the
+// file is loaded (holding its read lock) and the map published as soon as
+// it is known, then the table is written into a new database file that is
+// renamed into place.
 func (e *engine) loadOrBuild(ctx context.Context, ws *store.Workspace, f *store.File, sheet sheetSpec, path string, publish func(*tableMeta)) (*tableDB, error) {
 	if _, err := os.Stat(path); err == nil {
-		t, err := e.load(ctx, path)
-		if err == nil && t.meta.Version == metaVersion && t.meta.SHA256 == f.SHA256 {
-			return t, nil
+		var m tableMeta
+		err := e.workers.call(ctx, poolKey([]attachment{{Name: "data", Path: path}}), opMeta, metaArgs{Path: path}, nil, &m)
+		if err == nil && m.Version == metaVersion && m.SHA256 == f.SHA256 {
+			return &tableDB{path: path, meta: m}, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
 		}
 		// Unreadable or from an older layout: rebuild it.
-		e.pool.evictPath(path)
+		e.forget(path)
 		removeDB(path)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
@@ -145,108 +201,21 @@ func (e *engine) loadOrBuild(ctx context.Context, ws *store.Workspace, f *store.
 	}
 	tmp := fmt.Sprintf("%s.tmp-%d-%d", path, os.Getpid(), time.Now().UnixNano())
 	defer removeDB(tmp)
-	db, err := e.ingestDB(tmp)
-	if err != nil {
-		return nil, err
-	}
-	defer db.Close()
-	var meta *tableMeta
-	err = ws.View(ctx, f.ID, func(cur *store.File, body string) error {
+	var meta tableMeta
+	err := ws.View(ctx, f.ID, func(cur *store.File, body string) error {
 		if cur.SHA256 != f.SHA256 {
 			return errChanged
 		}
-		m, err := e.build(ctx, db, cur, body, tmp, sheet)
-		meta = m
-		return err
+		e.builds.Add(1)
+		args := ingestArgs{Src: body, Name: cur.Name, MimeType: cur.MimeType, Size: cur.Size, FileID: cur.ID, SHA256: cur.SHA256,
+			Sheet: sheet, Out: tmp, Bounds: bounds{MaxColumns: e.opts.MaxColumns, MaxCells: e.opts.MaxCells}}
+		return e.workers.call(ctx, "", opIngest, args, publish, &meta)
 	})
-	if err == nil {
-		meta.Version, meta.FileID, meta.SHA256 = metaVersion, f.ID, f.SHA256
-		publish(meta)
-		err = persist(ctx, db, meta, tmp)
-	}
-	if err == nil {
-		if rerr := os.Rename(tmp, path); rerr != nil {
-			err = apierr.Wrap(apierr.FileWriteFailed, rerr, "cannot store the table database: %v", rerr)
-		}
-	}
-	if err != nil {
-		if ctx.Err() != nil && apierr.CodeOf(err) != apierr.Timeout {
-			return nil, apierr.Wrap(apierr.Timeout, err, "loading %q as a table took longer than %s; the file may be too complex", f.Name, e.opts.IngestTimeout)
-		}
-		return nil, err
-	}
-	return &tableDB{path: path, meta: *meta}, nil
-}
-
-// ingestDB opens the in-memory DuckDB a build loads the file into. It runs
-// only SQL this package writes, on paths the store gave it; it may spill
-// to a folder beside the database being built.
-func (e *engine) ingestDB(tmp string) (*sql.DB, error) {
-	dsn := fmt.Sprintf("?threads=%d&memory_limit=%dMB&autoinstall_known_extensions=false&autoload_known_extensions=false",
-		e.opts.Threads, e.opts.MemoryLimit>>20)
-	db, err := sql.Open("duckdb", dsn)
-	if err != nil {
-		return nil, apierr.Wrap(apierr.ToolWorkerUnavailable, err, "cannot start the SQL engine: %v", err)
-	}
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec("SET temp_directory = " + sqlString(tmp+".spill")); err != nil {
-		db.Close()
-		return nil, apierr.Wrap(apierr.ToolWorkerUnavailable, err, "cannot start the SQL engine: %v", err)
-	}
-	return db, nil
-}
-
-// build loads the body at src into table data of db.
-func (e *engine) build(ctx context.Context, db *sql.DB, f *store.File, src, scratch string, sheet sheetSpec) (*tableMeta, error) {
-	e.builds.Add(1)
-	if isWorkbook(f) {
-		return e.ingestWorkbook(ctx, db, f, src, sheet)
-	}
-	if !sheet.isDefault() {
-		return nil, apierr.New(apierr.ValidationFailed, "sheet %q was given but %q is not an xlsx workbook; omit sheet for text tables", sheet.String(), f.Name)
-	}
-	return e.ingestText(ctx, db, f, src, scratch)
-}
-
-// persist writes table data and the metadata from the in-memory db into a
-// new database file at path (insertion order, and so file order, kept).
-func persist(ctx context.Context, db *sql.DB, meta *tableMeta, path string) error {
-	raw, err := json.Marshal(meta)
-	if err != nil {
-		return apierr.Wrap(apierr.Internal, err, "encoding the table metadata failed: %v", err)
-	}
-	for _, s := range []string{
-		"ATTACH " + sqlString(path) + " AS out",
-		"CREATE TABLE out.main.data AS SELECT * FROM memory.main.data",
-		"CREATE TABLE out.main._metaclaw_meta (k VARCHAR PRIMARY KEY, v VARCHAR)",
-		"INSERT INTO out.main._metaclaw_meta VALUES ('meta', " + sqlString(string(raw)) + ")",
-		"CHECKPOINT out",
-		"DETACH out",
-	} {
-		if _, err := db.ExecContext(ctx, s); err != nil {
-			if ctx.Err() != nil {
-				return apierr.Wrap(apierr.Timeout, err, "storing the table ran out of time")
-			}
-			return apierr.Wrap(apierr.FileWriteFailed, err, "storing the table database failed: %v", err)
-		}
-	}
-	return nil
-}
-
-// load reads the metadata of an existing database.
-func (e *engine) load(ctx context.Context, path string) (*tableDB, error) {
-	inst, err := e.pool.acquire(ctx, []attachment{{Name: "data", Path: path}})
 	if err != nil {
 		return nil, err
 	}
-	defer e.pool.release(inst)
-	var raw string
-	if err := inst.db.QueryRowContext(ctx, `SELECT v FROM `+srcAlias(0)+`.main._metaclaw_meta WHERE k = 'meta'`).Scan(&raw); err != nil {
-		return nil, err
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "cannot store the table database: %v", err)
 	}
-	var m tableMeta
-	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		return nil, err
-	}
-	return &tableDB{path: path, meta: m}, nil
+	return &tableDB{path: path, meta: meta}, nil
 }

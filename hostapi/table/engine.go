@@ -20,18 +20,46 @@ type options struct {
 	// QueryTimeout bounds every statement on user data unless the
 	// caller's context ends sooner.
 	QueryTimeout time.Duration
-	// IngestTimeout bounds building one table database.
+	// IngestTimeout bounds building one table database (and writing one
+	// export).
 	IngestTimeout time.Duration
 	// MemoryLimit and Threads are DuckDB's memory_limit and threads for
 	// every instance (each query instance, each build).
 	MemoryLimit int64
 	Threads     int
-	// MaxInstances is how many locked query instances stay open.
+	// DataHeadroom is what a worker may allocate beyond MemoryLimit
+	// (RLIMIT_DATA = its size at start + MemoryLimit + DataHeadroom): the
+	// vectors and strings DuckDB keeps outside its buffer manager, Go's
+	// own heap (results, excelize), thread stacks.
+	DataHeadroom int64
+	// MaxWorkers caps the SQL worker processes; a call finding them all
+	// busy waits for one until its deadline (BUSY). The engine's memory is
+	// bounded by MaxWorkers × (MemoryLimit + DataHeadroom + a worker's
+	// size at start).
+	MaxWorkers int
+	// KillAfter is how long after its deadline (or cancellation) a worker
+	// that has not stopped is killed.
+	KillAfter time.Duration
+	// RecycleAbove retires a worker whose resident memory after a call
+	// exceeds its size at start by this much, returning it to the system.
+	RecycleAbove int64
+	// IdleTimeout retires workers beyond the first that sat idle this long.
+	IdleTimeout time.Duration
+	// SpawnTimeout bounds a worker's start.
+	SpawnTimeout time.Duration
+	// MaxInstances is how many locked query instances a worker keeps open.
 	MaxInstances int
+	// MaxColumns and MaxCells bound one ingestion whatever the file
+	// declares (see bounds).
+	MaxColumns int
+	MaxCells   int64
 	// ChunkSize is the number of rows per map chunk.
 	ChunkSize int
 	// DefaultWindow is the query window when window_rows is omitted.
 	DefaultWindow int64
+	// SweepAfter is when, after start-up, the cache sweep runs if no
+	// table call has started it before.
+	SweepAfter time.Duration
 }
 
 func defaultOptions() options {
@@ -40,14 +68,23 @@ func defaultOptions() options {
 		IngestTimeout: 5 * time.Minute,
 		MemoryLimit:   512 << 20,
 		Threads:       min(runtime.NumCPU(), 4),
+		DataHeadroom:  384 << 20,
+		MaxWorkers:    3,
+		KillAfter:     500 * time.Millisecond,
+		RecycleAbove:  768 << 20,
+		IdleTimeout:   30 * time.Second,
+		SpawnTimeout:  30 * time.Second,
 		MaxInstances:  6,
+		MaxColumns:    4096,
+		MaxCells:      50_000_000,
 		ChunkSize:     500,
 		DefaultWindow: 100,
+		SweepAfter:    time.Minute,
 	}
 }
 
 // engine owns the per-file DuckDB databases under cache/tabular and the
-// locked instances that run SQL on them.
+// SQL workers that build and query them (worker.go).
 type engine struct {
 	host *hostapi.Host
 	dir  string
@@ -58,14 +95,16 @@ type engine struct {
 	flights map[string]*flight  // database path → build in progress
 	watched map[string]bool     // workspaces whose events are followed
 	closed  bool                // no new flights or watchers once set
+	started bool                // the sweep and the janitor run
 
-	pool *pool
+	workers *workerPool
 	// builds counts databases built (not loaded) by this engine.
 	builds atomic.Int64
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx       context.Context // cancelled with errEngineClosed by close
+	cancel    context.CancelCauseFunc
+	wg        sync.WaitGroup
+	sweepTime *time.Timer
 }
 
 // tableDB is one ingested table: a DuckDB file holding table "data" and
@@ -107,7 +146,7 @@ type colMeta struct {
 const metaVersion = 1
 
 func newEngine(h *hostapi.Host, opts options) *engine {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	e := &engine{
 		host:    h,
 		dir:     filepath.Join(h.Store.CacheDir(), "tabular"),
@@ -118,17 +157,65 @@ func newEngine(h *hostapi.Host, opts options) *engine {
 		ctx:     ctx,
 		cancel:  cancel,
 	}
-	e.pool = newPool(e)
+	e.workers = newWorkerPool(e)
+	// Nothing starts at registration (a CLI listing files pays nothing
+	// for the table engine): the sweep and the janitor start with the
+	// first table call, or SweepAfter later in a long-running host.
+	e.sweepTime = time.AfterFunc(opts.SweepAfter, e.start)
 	return e
 }
 
+// start begins the engine's background work once: the cache sweep and
+// the worker janitor. Workers themselves start on demand.
+func (e *engine) start() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started || e.closed {
+		return
+	}
+	e.started = true
+	e.wg.Add(2)
+	go func() {
+		defer e.wg.Done()
+		e.sweep()
+	}()
+	go func() {
+		defer e.wg.Done()
+		e.workers.runJanitor(e.ctx)
+	}()
+}
+
+// closeWait bounds how long close waits for flights to unwind after their
+// workers are gone.
+const closeWait = 5 * time.Second
+
+// close stops everything the engine runs, within closeWait: calls and
+// builds in flight are cancelled (their workers interrupted, then killed).
 func (e *engine) close() error {
 	e.mu.Lock()
 	e.closed = true
 	e.mu.Unlock()
-	e.cancel()
-	e.wg.Wait()
-	return e.pool.closeAll()
+	e.sweepTime.Stop()
+	e.cancel(errEngineClosed)
+	done := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(e.opts.KillAfter + 100*time.Millisecond):
+		// Workers that ignored the interrupt: kill them so that their
+		// callers return.
+		e.workers.closeAll()
+		select {
+		case <-done:
+		case <-time.After(closeWait):
+			e.host.Log.Warn("table engine: background work still running at shutdown")
+		}
+	}
+	e.workers.closeAll()
+	return nil
 }
 
 // sheetSpec is how a caller named a workbook sheet: "" (the first sheet),

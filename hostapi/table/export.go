@@ -6,9 +6,11 @@ import (
 	"database/sql"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,92 +49,161 @@ func (e *engine) export(ctx context.Context, c *hostapi.Call) (any, error) {
 	if _, err := c.WS.Resolve(ctx, target); err == nil && !overwrite {
 		return nil, apierr.New(apierr.AlreadyExists, "file %q already exists; pass overwrite: true to replace it, or choose another target_path", target)
 	}
-	text := ""
+	args := exportArgs{Format: format, Sheet: sheet, QueryTimeoutMs: e.opts.QueryTimeout.Milliseconds()}
 	var warnings []string
 	if c.Args.Has("query") {
 		q, err := checkSQL(c.Args.String("query"))
 		if err != nil {
 			return nil, err
 		}
-		text = q.Text
+		args.SQL = q.Text
 		if !q.HasOrderBy {
 			warnings = append(warnings, "the query has no ORDER BY, so the row order of the export is the engine's; add ORDER BY for a reproducible order")
 		}
 	}
-	t, inst, err := e.open(ctx, c, c.Args.String("path"), sheetArg(c.Args, "source_sheet"), nil)
+	ref, sheetIn := c.Args.String("path"), sheetArg(c.Args, "source_sheet")
+	t, atts, err := e.open(ctx, c, ref, sheetIn, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer e.pool.release(inst)
+	// The worker writes the file beside the table cache; the store then
+	// takes it in (quota, size limit, events) like any upload.
+	if err := os.MkdirAll(e.exportDir(), 0o750); err != nil {
+		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "cannot prepare the export: %v", err)
+	}
+	out, err := os.CreateTemp(e.exportDir(), "export-*."+format)
+	if err != nil {
+		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "cannot prepare the export: %v", err)
+	}
+	out.Close()
+	defer os.Remove(out.Name())
+	args.Path, args.Meta, args.Out = t.path, t.meta, out.Name()
+	if maxFile, _ := e.host.Store.Limits(); maxFile > 0 {
+		args.MaxBytes = maxFile
+	}
+	var res exportOut
+	// A query's result is materialized under the per-query limits, so
+	// that a runaway query stops there; writing the rows may then take up
+	// to the ingestion limit.
+	err = e.run(ctx, e.opts.IngestTimeout, atts, opExport, args, &res, func() (any, error) {
+		t, _, err := e.open(ctx, c, ref, sheetIn, nil)
+		if err != nil {
+			return nil, err
+		}
+		args.Path, args.Meta = t.path, t.meta
+		return args, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	body, err := os.Open(out.Name())
+	if err != nil {
+		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "reading the export back failed: %v", err)
+	}
+	defer body.Close()
+	f, err := c.WS.Create(ctx, store.CreateOptions{Name: target, Source: store.SourceDerived, Overwrite: overwrite,
+		MimeType: map[string]string{"csv": "text/csv", "xlsx": xlsxMIME}[format]}, body)
+	if err != nil {
+		return nil, err
+	}
+	result := ExportResult{ID: f.ID, TargetPath: f.Name, Format: format, RowCount: res.Rows, ColumnCount: res.Columns,
+		Size: f.Size, Warnings: append(append([]string{}, warnings...), res.Warnings...)}
+	if format == "xlsx" {
+		result.Sheet = sheet
+	}
+	return result, nil
+}
+
+// exportDir holds exports being written (the sweep clears leftovers).
+func (e *engine) exportDir() string { return filepath.Join(e.dir, "exports") }
+
+// export writes the table, or a.SQL's result on it, to a.Out (worker
+// side), never more than a.MaxBytes.
+func (d *duck) export(ctx context.Context, a exportArgs) (exportOut, error) {
+	inst, err := d.pool.acquire(ctx, []attachment{{Name: "data", Path: a.Path}})
+	if err != nil {
+		return exportOut{}, err
+	}
+	defer d.pool.release(inst)
 	conn, err := inst.db.Conn(ctx)
 	if err != nil {
-		return nil, sqlError(ctx, err)
+		return exportOut{}, sqlError(ctx, err)
 	}
 	defer conn.Close()
-
 	// Without a query the table is written in file order (rowid order).
-	// A query's result is materialized first, under the per-query time
-	// and memory limits, so that a runaway query stops there; writing the
-	// rows may then take longer than one query.
 	source := srcAlias(0) + ".main.data"
-	count := t.meta.RowCount
+	count := a.Meta.RowCount
 	var names []string
-	for _, col := range t.meta.Columns {
+	for _, col := range a.Meta.Columns {
 		names = append(names, col.Name)
 	}
-	if text != "" {
-		qctx, cancel := e.queryContext(ctx)
-		names, err = checkPrepared(qctx, conn, text)
+	if a.SQL != "" {
+		qctx, cancel := context.WithTimeout(ctx, time.Duration(a.QueryTimeoutMs)*time.Millisecond)
+		names, err = checkPrepared(qctx, conn, a.SQL)
 		if err == nil {
-			count, err = materialize(qctx, conn, text, len(names), -1, 0)
+			count, err = materialize(qctx, conn, a.SQL, len(names), -1, 0)
 			defer dropResult(conn)
 		}
 		cancel()
 		if err != nil {
-			return nil, err
+			return exportOut{}, err
 		}
 		source = resultTable
 	}
-	if format == "xlsx" && count > xlsxMaxRows {
-		return nil, apierr.New(apierr.ValidationFailed, "the export has %d rows but an xlsx sheet holds at most %d below its header; filter the rows or export as csv", count, xlsxMaxRows)
+	if a.Format == "xlsx" && count > xlsxMaxRows {
+		return exportOut{}, apierr.New(apierr.ValidationFailed, "the export has %d rows but an xlsx sheet holds at most %d below its header; filter the rows or export as csv", count, xlsxMaxRows)
 	}
-
-	wctx, wcancel := context.WithTimeout(ctx, e.opts.IngestTimeout)
-	defer wcancel()
-	pr, pw := io.Pipe()
-	type outcome struct {
-		cols     int
-		warnings []string
-		err      error
+	f, err := os.Create(a.Out)
+	if err != nil {
+		return exportOut{}, apierr.Wrap(apierr.FileWriteFailed, err, "cannot write the export: %v", err)
 	}
-	done := make(chan outcome, 1)
-	go func() {
-		var o outcome
-		src := pageSource{db: conn, table: source, rows: count, names: names}
-		if format == "xlsx" {
-			o.cols, o.warnings, o.err = writeXLSX(wctx, src, sheet, pw)
-		} else {
-			o.cols, o.warnings, o.err = writeCSV(wctx, src, pw)
+	defer f.Close()
+	w := &cappedWriter{w: f, left: a.MaxBytes}
+	if a.MaxBytes <= 0 {
+		w.left = 1 << 62
+	}
+	src := pageSource{db: conn, table: source, rows: count, names: names}
+	var o exportOut
+	o.Rows = count
+	if a.Format == "xlsx" {
+		o.Columns, o.Warnings, err = writeXLSX(ctx, src, a.Sheet, w)
+	} else {
+		o.Columns, o.Warnings, err = writeCSV(ctx, src, w)
+	}
+	if err == nil {
+		err = f.Close()
+	}
+	if w.over {
+		return exportOut{}, apierr.New(apierr.TooLarge, "the export is larger than the %d-byte file size limit; filter or aggregate the rows, or select fewer columns", a.MaxBytes)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return exportOut{}, apierr.Wrap(apierr.Timeout, err, "writing the export ran out of time; filter the rows or export fewer columns")
 		}
-		pw.CloseWithError(o.err)
-		done <- o
-	}()
-	f, cerr := c.WS.Create(ctx, store.CreateOptions{Name: target, Source: store.SourceDerived, Overwrite: overwrite,
-		MimeType: map[string]string{"csv": "text/csv", "xlsx": xlsxMIME}[format]}, pr)
-	pr.CloseWithError(io.ErrClosedPipe) // unblocks the writer if Create stopped early
-	o := <-done
-	if cerr != nil {
-		return nil, cerr
+		return exportOut{}, apierr.From(err)
 	}
-	if o.err != nil {
-		return nil, o.err
+	if o.Warnings == nil {
+		o.Warnings = []string{}
 	}
-	res := ExportResult{ID: f.ID, TargetPath: f.Name, Format: format, RowCount: count, ColumnCount: o.cols,
-		Size: f.Size, Warnings: append(append([]string{}, warnings...), o.warnings...)}
-	if format == "xlsx" {
-		res.Sheet = sheet
+	return o, nil
+}
+
+// cappedWriter fails once more than left bytes are written.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+	over bool
+}
+
+var errExportTooLarge = errors.New("export over the file size limit")
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		c.over = true
+		return 0, errExportTooLarge
 	}
-	return res, nil
+	c.left -= int64(len(p))
+	return c.w.Write(p)
 }
 
 // pageSource is what an export writes: the first rows of a table, read

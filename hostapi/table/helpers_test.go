@@ -56,7 +56,12 @@ func openTestHost(t *testing.T, dir string, mod ...func(*hostapi.Config, *option
 
 func (th *testHost) upload(name string, body []byte) *store.File {
 	th.t.Helper()
-	f, err := th.env.WS.Create(context.Background(), store.CreateOptions{Name: name, Source: store.SourceUpload, Overwrite: true}, bytes.NewReader(body))
+	return th.uploadTo(th.env.WS, name, body)
+}
+
+func (th *testHost) uploadTo(ws *store.Workspace, name string, body []byte) *store.File {
+	th.t.Helper()
+	f, err := ws.Create(context.Background(), store.CreateOptions{Name: name, Source: store.SourceUpload, Overwrite: true}, bytes.NewReader(body))
 	if err != nil {
 		th.t.Fatalf("upload %s: %v", name, err)
 	}

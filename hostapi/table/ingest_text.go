@@ -13,6 +13,7 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/store"
+	"github.com/metaclaw/metaclaw/hostapi/textenc"
 )
 
 // textFormat is what the file name (or, failing that, the content) says
@@ -60,7 +61,7 @@ const relaxedOpts = ", strict_mode=false, null_padding=true"
 // the encoding (transcoding to UTF-8 when needed), pick the delimiter, let
 // DuckDB sniff quoting, header and types with that delimiter, and load it
 // with read_csv. scratch is a path prefix for temporary files.
-func (e *engine) ingestText(ctx context.Context, db *sql.DB, f *store.File, src, scratch string) (*tableMeta, error) {
+func ingestText(ctx context.Context, db *sql.DB, f *store.File, src, scratch string, b bounds) (*tableMeta, error) {
 	if f.Size == 0 {
 		return nil, apierr.New(apierr.FileReadFailed, "%q is empty (0 bytes): there is no header or data to read as a table", f.Name)
 	}
@@ -74,28 +75,36 @@ func (e *engine) ingestText(ctx context.Context, db *sql.DB, f *store.File, src,
 	if isZip(head) {
 		return nil, apierr.New(apierr.UnsupportedFormat, "%q is a zip archive, not a text table; if it is an Excel workbook give it an .xlsx name", f.Name)
 	}
-	enc, err := detectEncoding(src, head)
-	if errors.Is(err, errBinary) {
+	enc, err := textenc.DetectFile(ctx, src)
+	if errors.Is(err, textenc.ErrBinary) {
 		return nil, apierr.New(apierr.UnsupportedFormat, "%q holds binary data, not a delimited text table (CSV/TSV); check that it is the file you meant", f.Name)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, apierr.Wrap(apierr.Timeout, err, "reading %q ran out of time", f.Name)
+		}
 		return nil, apierr.Wrap(apierr.FileReadFailed, err, "cannot read %q: %v", f.Name, err)
 	}
-	meta := &tableMeta{Encoding: enc.Name, EncodingConfidence: math.Round(enc.Confidence*100) / 100, DecimalSeparator: "."}
-	if enc.Confidence < lowConfidence {
-		meta.Warnings = append(meta.Warnings, fmt.Sprintf("the text encoding was guessed as %s with low confidence (%.2f); check accented letters in names and values", enc.Name, enc.Confidence))
+	meta := &tableMeta{Encoding: enc.String(), EncodingConfidence: math.Round(enc.Confidence*100) / 100, DecimalSeparator: "."}
+	if enc.Confidence < textenc.LowConfidence {
+		meta.Warnings = append(meta.Warnings, fmt.Sprintf("the text encoding was guessed as %s with low confidence (%.2f); check accented letters in names and values", enc, enc.Confidence))
 	}
 	readPath := src
-	if enc.Decoder != nil {
+	// DuckDB reads UTF-8 (and skips a UTF-8 byte order mark) itself;
+	// anything else, and UTF-8 with invalid bytes, is converted first.
+	if !enc.IsUTF8() || enc.Confidence < 1 {
 		readPath = scratch + ".utf8"
 		defer os.Remove(readPath)
-		if err := transcode(src, readPath, enc.Decoder); err != nil {
-			return nil, apierr.Wrap(apierr.FileReadFailed, err, "cannot convert %q from %s to UTF-8: %v", f.Name, enc.Name, err)
+		if err := transcode(ctx, src, readPath, enc); err != nil {
+			if ctx.Err() != nil {
+				return nil, apierr.Wrap(apierr.Timeout, err, "converting %q to UTF-8 ran out of time", f.Name)
+			}
+			return nil, apierr.Wrap(apierr.FileReadFailed, err, "cannot convert %q from %s to UTF-8: %v", f.Name, enc, err)
 		}
 		if head, err = readHead(readPath, sniffBytes); err != nil {
 			return nil, apierr.Wrap(apierr.FileReadFailed, err, "cannot read %q: %v", f.Name, err)
 		}
-		if looksBinary(head) {
+		if textenc.LooksBinary(head) {
 			return nil, apierr.New(apierr.UnsupportedFormat, "%q holds binary data, not a delimited text table (CSV/TSV)", f.Name)
 		}
 	}
@@ -109,6 +118,13 @@ func (e *engine) ingestText(ctx context.Context, db *sql.DB, f *store.File, src,
 	meta.Format, meta.FormatInferred, meta.Delimiter = tf.Name, tf.Inferred, string(tf.Delim)
 	if tf.Inferred {
 		meta.Warnings = append(meta.Warnings, fmt.Sprintf("format inferred from the content: %q has no .csv/.tsv/.psv extension, so fields were split at %s; check the columns and types before relying on them", f.Name, describeDelim(tf.Delim)))
+	}
+	// A header wider than the bound is refused before DuckDB's sniffer
+	// spends its time on it.
+	if recs := splitRecords(head, 1); len(recs) > 0 {
+		if n := countOutsideQuotes(recs[0], tf.Delim) + 1; n > b.MaxColumns {
+			return nil, tooManyColumns(f.Name, n, b.MaxColumns)
+		}
 	}
 
 	d, warn, err := sniff(ctx, db, readPath, tf.Delim)
@@ -152,7 +168,14 @@ func (e *engine) ingestText(ctx context.Context, db *sql.DB, f *store.File, src,
 	if err := describeTable(ctx, db, meta); err != nil {
 		return nil, err
 	}
+	if len(meta.Columns) > b.MaxColumns {
+		return nil, tooManyColumns(f.Name, len(meta.Columns), b.MaxColumns)
+	}
 	return meta, nil
+}
+
+func tooManyColumns(name string, n, limit int) error {
+	return apierr.New(apierr.TooLarge, "%q has %d columns, more than the %d the table engine loads; split the file or keep the columns you need", name, n, limit)
 }
 
 func describeDelim(d byte) string {

@@ -37,7 +37,13 @@ const hintRows = 200
 // (excelize's row iterator, raw cell values) into a staging list column
 // through DuckDB's appender, then one CREATE TABLE … AS SELECT gives each
 // column the narrowest type all its values fit.
-func (e *engine) ingestWorkbook(ctx context.Context, db *sql.DB, f *store.File, src string, sheet sheetSpec) (meta *tableMeta, err error) {
+//
+// A sheet's declared dimension is not trusted: the rows are counted as
+// they stream, non-empty cells are capped at b.MaxCells, columns that hold
+// neither a header nor a value are left out (a sheet with cells A1 and
+// XFD1048576 has two columns, not 16,384), and the rest are capped at
+// b.MaxColumns.
+func ingestWorkbook(ctx context.Context, db *sql.DB, f *store.File, src string, sheet sheetSpec, b bounds) (meta *tableMeta, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			meta, err = nil, apierr.New(apierr.UnsupportedFormat, "%q could not be read as an xlsx workbook (%v); it may be damaged", f.Name, p)
@@ -75,30 +81,44 @@ func (e *engine) ingestWorkbook(ctx context.Context, db *sql.DB, f *store.File, 
 	}
 	var header []string
 	width := 0
+	var used []bool // columns holding a header or a value
+	var cells int64
 	var raw0 [][]string // the first rows, raw, to pair with shown
 	err = conn.Raw(func(dc any) error {
 		app, err := duckdb.NewAppender(dc.(driver.Conn), "temp", "main", "staging")
 		if err != nil {
 			return err
 		}
-		_, err = readRows(ctx, wb, name, -1, true, func(i int, cells []string) error {
+		_, err = readRows(ctx, wb, name, -1, true, func(i int, row []string) error {
 			if i < hintRows {
-				raw0 = append(raw0, cells)
+				raw0 = append(raw0, row)
 			}
-			if isBlankRow(cells) {
+			if isBlankRow(row) {
 				return nil
 			}
+			for k, c := range row {
+				if c == "" {
+					continue
+				}
+				for len(used) <= k {
+					used = append(used, false)
+				}
+				used[k] = true
+				if cells++; cells > b.MaxCells {
+					return apierr.New(apierr.TooLarge, "sheet %q of %q has more than %d non-empty cells, more than the table engine loads; export the sheet as CSV or split it", name, f.Name, b.MaxCells)
+				}
+			}
 			if header == nil {
-				header = cells
-				if isNumericRow(cells) {
+				header = row
+				if isNumericRow(row) {
 					header = []string{} // no header: columns are named by letter
 				} else {
 					return nil
 				}
 			}
-			width = max(width, len(cells))
-			vals := make([]any, len(cells))
-			for k, c := range cells {
+			width = max(width, len(row))
+			vals := make([]any, len(row))
+			for k, c := range row {
 				if c != "" {
 					vals[k] = c
 				}
@@ -122,10 +142,19 @@ func (e *engine) ingestWorkbook(ctx context.Context, db *sql.DB, f *store.File, 
 	}
 	hasHeader := len(header) > 0
 	width = max(width, len(header))
-	names := columnNames(header, width)
+	var keep []int
+	for k := 0; k < width; k++ {
+		if k < len(used) && used[k] {
+			keep = append(keep, k)
+		}
+	}
+	if len(keep) > b.MaxColumns {
+		return nil, apierr.New(apierr.TooLarge, "sheet %q of %q has %d columns with data, more than the %d the table engine loads; split the sheet or keep the columns you need", name, f.Name, len(keep), b.MaxColumns)
+	}
+	names := columnNames(header, keep)
 	hints := typeHints(shown, raw0, width, hasHeader)
 
-	exprs, err := inferColumns(ctx, db, names, hints, date1904)
+	exprs, err := inferColumns(ctx, db, keep, names, hints, date1904)
 	if err != nil {
 		return nil, apierr.Wrap(apierr.Internal, err, "inferring the column types of %q failed: %v", f.Name, err)
 	}
@@ -141,6 +170,9 @@ func (e *engine) ingestWorkbook(ctx context.Context, db *sql.DB, f *store.File, 
 	}
 	if !hasHeader {
 		meta.Warnings = append(meta.Warnings, "the first row holds only numbers, so it was read as data and the columns are named by their letters (A, B, …)")
+	}
+	if skipped := width - len(keep); skipped > 0 {
+		meta.Warnings = append(meta.Warnings, fmt.Sprintf("%d empty columns (no header, no values) were left out; the other columns keep their letters as names where they have no header", skipped))
 	}
 	if err := describeTable(ctx, db, meta); err != nil {
 		return nil, err
@@ -234,22 +266,22 @@ func isNumericRow(cells []string) bool {
 	return seen
 }
 
-// columnNames makes unique, non-empty column names; an empty header cell
-// is named after its column letter.
-func columnNames(header []string, width int) []string {
-	names := make([]string, width)
+// columnNames makes unique, non-empty names for the columns cols (0-based
+// sheet columns); an empty header cell is named after its column letter.
+func columnNames(header []string, cols []int) []string {
+	names := make([]string, len(cols))
 	seen := map[string]int{}
-	for i := range names {
+	for i, k := range cols {
 		n := ""
-		if i < len(header) {
-			n = strings.TrimSpace(header[i])
+		if k < len(header) {
+			n = strings.TrimSpace(header[k])
 		}
 		if n == "" {
-			n, _ = excelize.ColumnNumberToName(i + 1)
+			n, _ = excelize.ColumnNumberToName(k + 1)
 		}
 		base := n
-		for k := 2; seen[strings.ToLower(n)] > 0; k++ {
-			n = fmt.Sprintf("%s_%d", base, k)
+		for j := 2; seen[strings.ToLower(n)] > 0; j++ {
+			n = fmt.Sprintf("%s_%d", base, j)
 		}
 		seen[strings.ToLower(n)]++
 		names[i] = n
@@ -310,48 +342,61 @@ func typeHints(shown, raw [][]string, width int, hasHeader bool) []typeHint {
 	return hints
 }
 
-// inferColumns picks each column's type from all its values (one scan)
-// and returns the select expressions that convert the staged text.
-func inferColumns(ctx context.Context, db *sql.DB, names []string, hints []typeHint, date1904 bool) ([]string, error) {
-	var aggs []string
-	for i := range names {
-		v := fmt.Sprintf("r[%d]", i+1)
-		aggs = append(aggs,
-			fmt.Sprintf("count(%s)", v),
-			// TRY_CAST('0.25' AS BIGINT) rounds; integers must look like ones
-			fmt.Sprintf("count(*) FILTER (WHERE regexp_full_match(%s, '[-+]?[0-9]+') AND TRY_CAST(%s AS BIGINT) IS NOT NULL)", v, v),
-			fmt.Sprintf("count(TRY_CAST(%s AS DOUBLE))", v),
-			fmt.Sprintf("count(TRY_CAST(%s AS DATE))", v),
-			fmt.Sprintf("count(TRY_CAST(%s AS TIMESTAMP))", v),
-			fmt.Sprintf("count(*) FILTER (WHERE %s IN ('0', '1'))", v),
-			fmt.Sprintf("count(*) FILTER (WHERE lower(%s) IN ('true', 'false'))", v))
-	}
-	counts := make([]int64, len(aggs))
-	ptrs := make([]any, len(aggs))
-	for i := range counts {
-		ptrs[i] = &counts[i]
-	}
-	if err := db.QueryRowContext(ctx, `SELECT `+strings.Join(aggs, ", ")+` FROM temp.staging`).Scan(ptrs...); err != nil {
-		return nil, err
+// inferColumns picks the type of each column cols[i] (0-based sheet
+// column, named names[i]) from all its values and returns the select
+// expressions that convert the staged text. Each scan covers a batch of
+// columns: one SELECT over thousands of columns takes DuckDB's planner
+// minutes, and the planner does not stop for an interrupt.
+func inferColumns(ctx context.Context, db *sql.DB, cols []int, names []string, hints []typeHint, date1904 bool) ([]string, error) {
+	const per = 7 // aggregates per column
+	counts := make([]int64, 0, len(cols)*per)
+	for lo := 0; lo < len(cols); lo += aggBatch / per * 4 {
+		hi := min(lo+aggBatch/per*4, len(cols))
+		var aggs []string
+		for _, k := range cols[lo:hi] {
+			v := fmt.Sprintf("r[%d]", k+1)
+			aggs = append(aggs,
+				fmt.Sprintf("count(%s)", v),
+				// TRY_CAST('0.25' AS BIGINT) rounds; integers must look like ones
+				fmt.Sprintf("count(*) FILTER (WHERE regexp_full_match(%s, '[-+]?[0-9]+') AND TRY_CAST(%s AS BIGINT) IS NOT NULL)", v, v),
+				fmt.Sprintf("count(TRY_CAST(%s AS DOUBLE))", v),
+				fmt.Sprintf("count(TRY_CAST(%s AS DATE))", v),
+				fmt.Sprintf("count(TRY_CAST(%s AS TIMESTAMP))", v),
+				fmt.Sprintf("count(*) FILTER (WHERE %s IN ('0', '1'))", v),
+				fmt.Sprintf("count(*) FILTER (WHERE lower(%s) IN ('true', 'false'))", v))
+		}
+		batch := make([]int64, len(aggs))
+		ptrs := make([]any, len(aggs))
+		for i := range batch {
+			ptrs[i] = &batch[i]
+		}
+		if err := db.QueryRowContext(ctx, `SELECT `+strings.Join(aggs, ", ")+` FROM temp.staging`).Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		counts = append(counts, batch...)
 	}
 	epoch := "1899-12-30"
 	if date1904 {
 		epoch = "1904-01-01"
 	}
-	exprs := make([]string, len(names))
-	for i, n := range names {
-		c := counts[i*7 : i*7+7]
+	exprs := make([]string, len(cols))
+	for i, k := range cols {
+		c := counts[i*per : i*per+per]
 		all, ints, dbls, dates, stamps, bits, bools := c[0], c[1], c[2], c[3], c[4], c[5], c[6]
-		v := fmt.Sprintf("r[%d]", i+1)
+		v := fmt.Sprintf("r[%d]", k+1)
+		h := typeHint{}
+		if k < len(hints) {
+			h = hints[k]
+		}
 		var x string
 		switch {
 		case all == 0:
 			x = v
-		case hints[i].boolean && bits == all:
+		case h.boolean && bits == all:
 			x = fmt.Sprintf("(%s = '1')", v)
-		case hints[i].date && dbls == all && ints == all && !hints[i].datetime:
+		case h.date && dbls == all && ints == all && !h.datetime:
 			x = fmt.Sprintf("CAST(DATE '%s' + CAST(%s AS INTEGER) AS DATE)", epoch, v)
-		case hints[i].date && dbls == all:
+		case h.date && dbls == all:
 			x = fmt.Sprintf("TIMESTAMP '%s' + to_microseconds(CAST(round(CAST(%s AS DOUBLE) * 86400000000) AS BIGINT))", epoch, v)
 		case ints == all:
 			x = fmt.Sprintf("CAST(%s AS BIGINT)", v)
@@ -366,7 +411,7 @@ func inferColumns(ctx context.Context, db *sql.DB, names []string, hints []typeH
 		default:
 			x = v
 		}
-		exprs[i] = x + " AS " + quoteIdent(n)
+		exprs[i] = x + " AS " + quoteIdent(names[i])
 	}
 	return exprs, nil
 }

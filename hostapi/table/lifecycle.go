@@ -65,17 +65,17 @@ func (e *engine) watch(ws string) {
 // deletes it (a build in progress is never that old).
 const staleTemp = time.Hour
 
-func (e *engine) startSweep() {
-	e.wg.Add(1) // before any call can close the engine
-	go func() {
-		defer e.wg.Done()
-		e.sweep()
-	}()
-}
-
 // sweep checks every database under cache/tabular against the store and
 // starts following the workspaces that have any.
 func (e *engine) sweep() {
+	// Exports still being written when a host stopped.
+	if ents, err := os.ReadDir(e.exportDir()); err == nil {
+		for _, ent := range ents {
+			if info, err := ent.Info(); err == nil && time.Since(info.ModTime()) > staleTemp {
+				os.Remove(filepath.Join(e.exportDir(), ent.Name()))
+			}
+		}
+	}
 	dirs, err := os.ReadDir(e.dir)
 	if err != nil {
 		return
@@ -146,10 +146,11 @@ func (e *engine) dropStale(ws, id string) {
 	}
 }
 
-// forget closes every instance that attached path and drops its metadata.
+// forget drops path's metadata and has the workers close their instances
+// of it.
 func (e *engine) forget(path string) {
 	e.mu.Lock()
 	delete(e.known, path)
 	e.mu.Unlock()
-	e.pool.evictPath(path)
+	e.workers.drop(path)
 }

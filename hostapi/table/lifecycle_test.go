@@ -189,7 +189,8 @@ func TestSweepAtStart(t *testing.T) {
 	os.Chtimes(oldTmp, old, old)
 	os.WriteFile(broken, []byte("this is not a duckdb database"), 0o640)
 
-	th = openTestHost(t, dir)
+	// The sweep runs SweepAfter the start when no table call starts it.
+	th = openTestHost(t, dir, func(_ *hostapi.Config, o *options) { o.SweepAfter = 10 * time.Millisecond })
 	waitGone(t, gone)
 	waitGone(t, oldTmp)
 	if !exists(kept) || !exists(newTmp) {

@@ -6,14 +6,16 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
 
-// open ensures the call's table (and the ones named in extra) and returns a
-// locked instance that has them attached as data and the extra names.
-func (e *engine) open(ctx context.Context, c *hostapi.Call, ref string, sheet sheetSpec, extra map[string]string) (*tableDB, *instance, error) {
+// open ensures the call's table and the ones named in extra, and returns
+// the attachments a query instance needs: the call's table as data, the
+// extra ones under their names.
+func (e *engine) open(ctx context.Context, c *hostapi.Call, ref string, sheet sheetSpec, extra map[string]string) (*tableDB, []attachment, error) {
 	names := make([]string, 0, len(extra))
 	seen := map[string]bool{"data": true}
 	for n := range extra {
@@ -27,36 +29,59 @@ func (e *engine) open(ctx context.Context, c *hostapi.Call, ref string, sheet sh
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for attempt := 0; ; attempt++ {
-		t, err := e.ensure(ctx, c.WS, ref, sheet)
+	t, err := e.ensure(ctx, c.WS, ref, sheet)
+	if err != nil {
+		return nil, nil, err
+	}
+	atts := []attachment{{Name: "data", Path: t.path}}
+	for _, n := range names {
+		et, err := e.ensure(ctx, c.WS, extra[n], sheetSpec{})
 		if err != nil {
-			return nil, nil, err
+			ae := apierr.Of(err)
+			return nil, nil, apierr.Wrap(ae.Code, err, "tables.%s (%q): %s", n, extra[n], ae.Message)
 		}
-		atts := []attachment{{Name: "data", Path: t.path}}
-		for _, n := range names {
-			et, err := e.ensure(ctx, c.WS, extra[n], sheetSpec{})
-			if err != nil {
-				ae := apierr.Of(err)
-				return nil, nil, apierr.Wrap(ae.Code, err, "tables.%s (%q): %s", n, extra[n], ae.Message)
-			}
-			atts = append(atts, attachment{Name: n, Path: et.path})
+		atts = append(atts, attachment{Name: n, Path: et.path})
+	}
+	return t, atts, nil
+}
+
+// run sends a worker operation on the tables of atts, bounded by ctx and
+// by limit. A database deleted under the call (by a sweep, or another
+// process sharing the data directory) is rebuilt once, through retry.
+func (e *engine) run(ctx context.Context, limit time.Duration, atts []attachment, op string, args any, out any, retry func() (any, error)) error {
+	ctx, cancel := e.bound(ctx, limit)
+	defer cancel()
+	err := e.workers.call(ctx, poolKey(atts), op, args, nil, out)
+	if err == nil || retry == nil || apierr.CodeOf(err) != apierr.FileReadFailed {
+		return err
+	}
+	missing := false
+	for _, a := range atts {
+		if _, serr := os.Stat(a.Path); serr != nil {
+			e.forget(a.Path)
+			missing = true
 		}
-		inst, err := e.pool.acquire(ctx, atts)
-		if err == nil {
-			return t, inst, nil
-		}
-		// A database deleted under us (by a sweep, or another process
-		// sharing the data directory) is rebuilt once.
-		missing := false
-		for _, a := range atts {
-			if _, serr := os.Stat(a.Path); serr != nil {
-				e.forget(a.Path)
-				missing = true
-			}
-		}
-		if !missing || attempt > 0 {
-			return nil, nil, err
-		}
+	}
+	if !missing {
+		return err
+	}
+	args, err = retry()
+	if err != nil {
+		return err
+	}
+	return e.workers.call(ctx, poolKey(atts), op, args, nil, out)
+}
+
+// bound limits ctx to limit and to the engine's life: closing the engine
+// cancels it with errEngineClosed.
+func (e *engine) bound(ctx context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(e.ctx, func() { cancelCause(context.Cause(e.ctx)) })
+	return ctx, func() {
+		stop()
+		cancelCause(context.Canceled)
+		cancel()
 	}
 }
 
@@ -88,43 +113,108 @@ func (e *engine) mapResult(m tableMeta) MapResult {
 	return r
 }
 
+// tableCall ensures the call's one table and runs op on it with args
+// built from it.
+func (e *engine) tableCall(ctx context.Context, c *hostapi.Call, sheetName, op string, build func(t *tableDB) (tableArgs, error), out any) error {
+	ref, sheet := c.Args.String("path"), sheetArg(c.Args, sheetName)
+	t, atts, err := e.open(ctx, c, ref, sheet, nil)
+	if err != nil {
+		return err
+	}
+	args, err := build(t)
+	if err != nil {
+		return err
+	}
+	return e.run(ctx, e.opts.QueryTimeout, atts, op, args, out, func() (any, error) {
+		t, _, err := e.open(ctx, c, ref, sheet, nil)
+		if err != nil {
+			return nil, err
+		}
+		return build(t)
+	})
+}
+
 func (e *engine) describe(ctx context.Context, c *hostapi.Call) (any, error) {
-	t, inst, err := e.open(ctx, c, c.Args.String("path"), sheetArg(c.Args, "sheet"), nil)
+	var res DescribeResult
+	err := e.tableCall(ctx, c, "sheet", opDescribe, func(t *tableDB) (tableArgs, error) {
+		return tableArgs{Path: t.path, Meta: t.meta}, nil
+	}, &res)
+	return res, err
+}
+
+func (e *engine) stats(ctx context.Context, c *hostapi.Call) (any, error) {
+	var res StatsResult
+	err := e.tableCall(ctx, c, "sheet", opStats, func(t *tableDB) (tableArgs, error) {
+		idx, err := pickColumns(t.meta, c.Args.Strings("columns"))
+		return tableArgs{Path: t.path, Meta: t.meta, Columns: idx}, err
+	}, &res)
+	for i := range res.Columns {
+		sc := &res.Columns[i]
+		sc.Min, sc.Max, sc.Sum = exactNumbers(sc.Min), exactNumbers(sc.Max), exactNumbers(sc.Sum)
+		for k := range sc.MostCommon {
+			sc.MostCommon[k].Value = exactNumbers(sc.MostCommon[k].Value)
+		}
+	}
+	return res, err
+}
+
+func (e *engine) readRows(ctx context.Context, c *hostapi.Call) (any, error) {
+	var res RowsResult
+	err := e.tableCall(ctx, c, "sheet", opRows, func(t *tableDB) (tableArgs, error) {
+		idx, err := pickColumns(t.meta, c.Args.Strings("columns"))
+		if err != nil {
+			return tableArgs{}, err
+		}
+		if len(idx) == 0 {
+			return tableArgs{}, apierr.New(apierr.ValidationFailed, "the table has no columns")
+		}
+		// The schema bounds both to 2^53, so start-1+count cannot overflow.
+		start, _ := c.Args.Int("row_start")
+		count, _ := c.Args.Int("row_count")
+		if total := t.meta.RowCount; start > total && !(total == 0 && start == 1) {
+			return tableArgs{}, apierr.New(apierr.ValidationFailed, "row_start %d is past the last row (%d); the table has %d data rows", start, total, total)
+		}
+		return tableArgs{Path: t.path, Meta: t.meta, Columns: idx, Start: start, Count: count}, nil
+	}, &res)
+	exactRows(res.Rows)
+	return res, err
+}
+
+// tablesArg reads the `tables` argument: table name → file ref.
+func tablesArg(a hostapi.Args) map[string]string {
+	m, _ := a.Raw("tables").(map[string]any)
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+func (e *engine) query(ctx context.Context, c *hostapi.Call) (any, error) {
+	q, err := checkSQL(c.Args.String("query"))
 	if err != nil {
 		return nil, err
 	}
-	defer e.pool.release(inst)
-	cols := t.meta.Columns
-	res := DescribeResult{RowCount: t.meta.RowCount, ColumnCount: len(cols), Columns: make([]DescribeColumn, len(cols))}
-	for i, col := range cols {
-		res.Columns[i] = DescribeColumn{Name: col.Name, Index: i, InferredType: typeName(col.SQLType), SQLType: col.SQLType}
+	args := queryArgs{SQL: q.Text, HasOrderBy: q.HasOrderBy,
+		Window: c.Args.IntOr("window_rows", e.opts.DefaultWindow), Offset: c.Args.IntOr("window_offset", 0)}
+	ref, sheet, extra := c.Args.String("path"), sheetArg(c.Args, "sheet"), tablesArg(c.Args)
+	_, atts, err := e.open(ctx, c, ref, sheet, extra)
+	if err != nil {
+		return nil, err
 	}
-	if len(cols) == 0 || t.meta.RowCount == 0 {
-		return res, nil
+	args.Tables = atts
+	var res QueryResult
+	err = e.run(ctx, e.opts.QueryTimeout, atts, opQuery, args, &res, func() (any, error) {
+		_, atts, err := e.open(ctx, c, ref, sheet, extra)
+		args.Tables = atts
+		return args, err
+	})
+	if err != nil {
+		return nil, err
 	}
-	var aggs []string
-	for _, col := range cols {
-		q := quoteIdent(col.Name)
-		aggs = append(aggs, "count("+q+")", "approx_count_distinct("+q+")")
-	}
-	qctx, cancel := e.queryContext(ctx)
-	defer cancel()
-	vals := make([]any, len(aggs))
-	ptrs := make([]any, len(aggs))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := inst.db.QueryRowContext(qctx, "SELECT "+strings.Join(aggs, ", ")+" FROM "+srcAlias(0)+".main.data").Scan(ptrs...); err != nil {
-		return nil, sqlError(qctx, err)
-	}
-	for i := range res.Columns {
-		dc := &res.Columns[i]
-		dc.NonNullCount = toInt(vals[2*i])
-		dc.NullCount = t.meta.RowCount - dc.NonNullCount
-		dc.Nullable = dc.NullCount > 0
-		// The estimate may overshoot slightly; it never exceeds the values.
-		dc.DistinctEstimate = min(toInt(vals[2*i+1]), dc.NonNullCount)
-	}
+	exactRows(res.Rows)
 	return res, nil
 }
 

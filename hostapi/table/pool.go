@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -17,8 +18,8 @@ import (
 // attachment names one table database inside a query instance: the file
 // of the call is "data", files given in `tables` take their given names.
 type attachment struct {
-	Name string
-	Path string
+	Name string `json:"name"`
+	Path string `json:"path"`
 }
 
 // srcAlias is the catalog a database is attached under; views with the
@@ -32,19 +33,33 @@ type instance struct {
 	key    string
 	db     *sql.DB
 	paths  []string
+	files  []os.FileInfo // the attached files when they were opened
 	refs   int
 	doomed bool
 	used   time.Time
 }
 
+// pool caches a worker's instances, keyed by what they attached.
 type pool struct {
-	e      *engine
+	cfg    workerConfig
 	mu     sync.Mutex
 	m      map[string]*instance
 	closed bool
 }
 
-func newPool(e *engine) *pool { return &pool{e: e, m: map[string]*instance{}} }
+func newPool(cfg workerConfig) *pool { return &pool{cfg: cfg, m: map[string]*instance{}} }
+
+// fresh reports whether every file inst attached is still the one it
+// opened (a database the host deleted and built again is another file).
+func (inst *instance) fresh() bool {
+	for i, p := range inst.paths {
+		st, err := os.Stat(p)
+		if err != nil || !os.SameFile(st, inst.files[i]) {
+			return false
+		}
+	}
+	return true
+}
 
 func poolKey(atts []attachment) string {
 	parts := make([]string, len(atts))
@@ -65,10 +80,17 @@ func (p *pool) acquire(ctx context.Context, atts []attachment) (*instance, error
 		return nil, apierr.New(apierr.ToolWorkerUnavailable, "the table engine is shutting down")
 	}
 	if inst := p.m[key]; inst != nil {
-		inst.refs++
-		inst.used = time.Now()
-		p.mu.Unlock()
-		return inst, nil
+		if inst.fresh() {
+			inst.refs++
+			inst.used = time.Now()
+			p.mu.Unlock()
+			return inst, nil
+		}
+		delete(p.m, key)
+		inst.doomed = true
+		if inst.refs == 0 {
+			inst.db.Close()
+		}
 	}
 	p.mu.Unlock()
 
@@ -118,7 +140,7 @@ func (p *pool) discard(inst *instance) {
 
 // trimLocked closes the least recently used idle instances beyond the cap.
 func (p *pool) trimLocked() {
-	for len(p.m) > p.e.opts.MaxInstances {
+	for len(p.m) > p.cfg.MaxInstances {
 		var victim *instance
 		for _, inst := range p.m {
 			if inst.refs == 0 && (victim == nil || inst.used.Before(victim.used)) {
@@ -169,9 +191,8 @@ func (p *pool) closeAll() error {
 // open builds a locked instance: in-memory DuckDB, the databases attached
 // READ_ONLY, a view per table name, then the lockdown of sandbox.go.
 func (p *pool) open(ctx context.Context, atts []attachment) (*instance, error) {
-	o := p.e.opts
 	dsn := fmt.Sprintf("?threads=%d&memory_limit=%dMB&autoinstall_known_extensions=false&autoload_known_extensions=false",
-		o.Threads, o.MemoryLimit>>20)
+		p.cfg.Threads, p.cfg.MemoryLimit>>20)
 	conn, err := duckdb.NewConnector(dsn, nil)
 	if err != nil {
 		return nil, apierr.Wrap(apierr.ToolWorkerUnavailable, err, "cannot start the SQL engine: %v", err)
@@ -182,7 +203,13 @@ func (p *pool) open(ctx context.Context, atts []attachment) (*instance, error) {
 	inst := &instance{db: db}
 	var setup []string
 	for i, a := range atts {
+		st, err := os.Stat(a.Path)
+		if err != nil {
+			db.Close()
+			return nil, apierr.Wrap(apierr.FileReadFailed, err, "the table database is missing; call again to rebuild it")
+		}
 		inst.paths = append(inst.paths, a.Path)
+		inst.files = append(inst.files, st)
 		setup = append(setup,
 			fmt.Sprintf("ATTACH %s AS %s (READ_ONLY)", sqlString(a.Path), srcAlias(i)),
 			fmt.Sprintf("CREATE VIEW memory.main.%s AS SELECT * FROM %s.main.data", quoteIdent(a.Name), srcAlias(i)))

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/metaclaw/metaclaw/hostapi"
-	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
 
 // querier is what runs SQL: an instance's pool or one pinned connection.
@@ -53,50 +50,39 @@ func stream(ctx context.Context, db querier, q string, head func(cols, kinds []s
 	return sqlError(ctx, rows.Err())
 }
 
-func (e *engine) readRows(ctx context.Context, c *hostapi.Call) (any, error) {
-	t, inst, err := e.open(ctx, c, c.Args.String("path"), sheetArg(c.Args, "sheet"), nil)
-	if err != nil {
-		return nil, err
-	}
-	defer e.pool.release(inst)
+// readRowsOf reads rows a.Start … a.Start+a.Count-1 of columns a.Columns
+// (worker side). rowid is the 0-based position in the file: tables are
+// written once, in file order, and never updated.
+func readRowsOf(ctx context.Context, inst *instance, a tableArgs) (RowsResult, error) {
 	start := time.Now()
-	idx, err := pickColumns(t.meta, c.Args.Strings("columns"))
-	if err != nil {
-		return nil, err
+	sel := make([]string, len(a.Columns))
+	for k, i := range a.Columns {
+		sel[k] = quoteIdent(a.Meta.Columns[i].Name)
 	}
-	rowStart, _ := c.Args.Int("row_start")
-	rowCount, _ := c.Args.Int("row_count")
-	total := t.meta.RowCount
-	if rowStart > total && !(total == 0 && rowStart == 1) {
-		return nil, apierr.New(apierr.ValidationFailed, "row_start %d is past the last row (%d); the table has %d data rows", rowStart, total, total)
-	}
-	sel := make([]string, len(idx))
-	for k, i := range idx {
-		sel[k] = quoteIdent(t.meta.Columns[i].Name)
-	}
-	if len(sel) == 0 {
-		return nil, apierr.New(apierr.ValidationFailed, "the table has no columns")
-	}
-	qctx, cancel := e.queryContext(ctx)
-	defer cancel()
-	// rowid is the 0-based position in the file: tables are written once,
-	// in file order, and never updated.
+	total := a.Meta.RowCount
 	var cols, kinds []string
 	col := &collector{}
-	err = readPages(qctx, inst.db, srcAlias(0)+".main.data", strings.Join(sel, ", "), rowStart-1, min(rowStart-1+rowCount, total), func(c, k []string) error {
+	err := readPages(ctx, inst.db, srcAlias(0)+".main.data", strings.Join(sel, ", "), a.Start-1, min(a.Start-1+a.Count, total), func(c, k []string) error {
 		cols, kinds, col.kinds = c, k, k
 		return nil
 	}, col.add)
 	if err != nil {
-		return nil, err
+		return RowsResult{}, err
 	}
 	if col.rows == nil {
 		col.rows = [][]any{}
 	}
+	if cols == nil {
+		// No page was read (an empty table): the names come from the map.
+		for _, i := range a.Columns {
+			cols = append(cols, a.Meta.Columns[i].Name)
+			kinds = append(kinds, typeName(a.Meta.Columns[i].SQLType))
+		}
+	}
 	return RowsResult{
 		Columns: cols, ColumnTypes: kinds, Rows: col.rows,
-		RowStart: rowStart, RowCount: len(col.rows), TotalRows: total, TotalRowCount: total,
-		HasMore:        rowStart-1+int64(len(col.rows)) < total,
+		RowStart: a.Start, RowCount: len(col.rows), TotalRows: total, TotalRowCount: total,
+		HasMore:        a.Start-1+int64(len(col.rows)) < total,
 		QueryElapsedMs: elapsedMs(start),
 	}, nil
 }
@@ -105,76 +91,61 @@ func elapsedMs(start time.Time) float64 {
 	return float64(time.Since(start).Microseconds()) / 1000
 }
 
-// tablesArg reads the `tables` argument: table name → file ref.
-func tablesArg(a hostapi.Args) map[string]string {
-	m, _ := a.Raw("tables").(map[string]any)
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if s, ok := v.(string); ok {
-			out[k] = s
-		}
-	}
-	return out
-}
-
 // orderWarning is the determinism note of seed 001 for results read in
 // windows without an ORDER BY.
 const orderWarning = "the query has no ORDER BY, so the order of rows across windows is not guaranteed; add ORDER BY (e.g. on a key column) before paging with window_offset"
 
-func (e *engine) query(ctx context.Context, c *hostapi.Call) (any, error) {
-	q, err := checkSQL(c.Args.String("query"))
+// query runs a caller's SELECT on the tables of a (worker side): the
+// result is materialized under the instance's memory limit, then the
+// window is read back.
+func (d *duck) query(ctx context.Context, a queryArgs) (QueryResult, error) {
+	inst, err := d.pool.acquire(ctx, a.Tables)
 	if err != nil {
-		return nil, err
+		return QueryResult{}, err
 	}
-	window := c.Args.IntOr("window_rows", e.opts.DefaultWindow)
-	offset := c.Args.IntOr("window_offset", 0)
-	_, inst, err := e.open(ctx, c, c.Args.String("path"), sheetArg(c.Args, "sheet"), tablesArg(c.Args))
+	defer d.pool.release(inst)
+	start := time.Now()
+	conn, err := inst.db.Conn(ctx)
 	if err != nil {
-		return nil, err
-	}
-	defer e.pool.release(inst)
-	start := time.Now() // query time, not the first call's loading
-
-	qctx, cancel := e.queryContext(ctx)
-	defer cancel()
-	conn, err := inst.db.Conn(qctx)
-	if err != nil {
-		return nil, sqlError(qctx, err)
+		return QueryResult{}, sqlError(ctx, err)
 	}
 	defer conn.Close()
-	names, err := checkPrepared(qctx, conn, q.Text)
+	names, err := checkPrepared(ctx, conn, a.SQL)
 	if err != nil {
-		return nil, err
+		return QueryResult{}, err
 	}
-	n, err := materialize(qctx, conn, q.Text, len(names), window, offset)
+	n, err := materialize(ctx, conn, a.SQL, len(names), a.Window, a.Offset)
 	defer dropResult(conn)
 	if err != nil {
-		return nil, err
+		return QueryResult{}, err
 	}
 	col := &collector{}
-	err = readPages(qctx, conn, resultTable, "*", 0, n, func(_, kinds []string) error {
+	err = readPages(ctx, conn, resultTable, "*", 0, n, func(_, kinds []string) error {
 		col.kinds = kinds
 		return nil
 	}, col.add)
 	if err != nil {
-		return nil, err
+		return QueryResult{}, err
 	}
-	total := offset + n
-	if n == window || (n == 0 && offset > 0) {
+	total := a.Offset + n
+	if n == a.Window || (n == 0 && a.Offset > 0) {
 		// The window is full (or past the end): count the whole result.
-		if err := conn.QueryRowContext(qctx, fmt.Sprintf("SELECT count(*) FROM (\n%s\n) AS _count", q.Text)).Scan(&total); err != nil {
-			return nil, sqlError(qctx, err)
+		if err := conn.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM (\n%s\n) AS _count", a.SQL)).Scan(&total); err != nil {
+			return QueryResult{}, sqlError(ctx, err)
 		}
 	}
 	res := QueryResult{
 		Columns: names, ColumnTypes: col.kinds, Rows: col.rows, RowCount: len(col.rows),
-		TotalRowCount: total, WindowRows: window, WindowOffset: offset,
-		HasMore: offset+n < total,
+		TotalRowCount: total, WindowRows: a.Window, WindowOffset: a.Offset,
+		HasMore: a.Offset+n < total,
 	}
 	if res.Rows == nil {
 		res.Rows = [][]any{}
 	}
-	if !q.HasOrderBy && (res.HasMore || offset > 0) {
+	if res.ColumnTypes == nil {
+		res.ColumnTypes = []string{}
+	}
+	if !a.HasOrderBy && (res.HasMore || a.Offset > 0) {
 		res.Warnings = []string{orderWarning}
 	}
 	res.QueryElapsedMs = elapsedMs(start)

@@ -241,12 +241,6 @@ func checkPrepared(ctx context.Context, conn *sql.Conn, q string) ([]string, err
 	return names, err
 }
 
-// queryContext bounds ctx by the engine's per-query time limit; DuckDB
-// interrupts a running statement when it ends.
-func (e *engine) queryContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, e.opts.QueryTimeout)
-}
-
 // sqlError turns a DuckDB error into a coded one. Statements run on the
 // caller's behalf, so problems in them are the caller's to fix
 // (VALIDATION_FAILED with DuckDB's explanation), except for sandbox

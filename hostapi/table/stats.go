@@ -3,29 +3,27 @@ package table
 import (
 	"context"
 	"fmt"
-	"strings"
-
-	"github.com/metaclaw/metaclaw/hostapi"
 )
 
-func (e *engine) stats(ctx context.Context, c *hostapi.Call) (any, error) {
-	t, inst, err := e.open(ctx, c, c.Args.String("path"), sheetArg(c.Args, "sheet"), nil)
-	if err != nil {
-		return nil, err
+// statsOf computes the statistics of the columns idx of the table
+// (worker side), a batch of columns per scan.
+func statsOf(ctx context.Context, inst *instance, meta tableMeta, idx []int) (StatsResult, error) {
+	res := StatsResult{RowCount: meta.RowCount, Columns: make([]StatsColumn, len(idx))}
+	for lo := 0; lo < len(idx); lo += aggBatch / 4 {
+		hi := min(lo+aggBatch/4, len(idx))
+		if err := statsBatch(ctx, inst, meta, idx, lo, hi, &res); err != nil {
+			return res, err
+		}
 	}
-	defer e.pool.release(inst)
-	idx, err := pickColumns(t.meta, c.Args.Strings("columns"))
-	if err != nil {
-		return nil, err
-	}
-	res := StatsResult{RowCount: t.meta.RowCount, Columns: make([]StatsColumn, len(idx))}
-	type slot struct {
-		col, n int
-	}
+	return res, nil
+}
+
+func statsBatch(ctx context.Context, inst *instance, meta tableMeta, idx []int, lo, hi int, res *StatsResult) error {
+	type slot struct{ col, n int }
 	var aggs []string
-	slots := make([]slot, len(idx))
-	for k, i := range idx {
-		col := t.meta.Columns[i]
+	slots := make([]slot, hi-lo)
+	for k := lo; k < hi; k++ {
+		col := meta.Columns[idx[k]]
 		kind := typeName(col.SQLType)
 		res.Columns[k] = StatsColumn{Name: col.Name, Type: kind}
 		q := quoteIdent(col.Name)
@@ -41,27 +39,20 @@ func (e *engine) stats(ctx context.Context, c *hostapi.Call) (any, error) {
 		case kind == "boolean":
 			aggs = append(aggs, "count_if("+q+")", "count_if(NOT "+q+")")
 		}
-		slots[k] = slot{col: start, n: len(aggs) - start}
+		slots[k-lo] = slot{col: start, n: len(aggs) - start}
 	}
 	if len(aggs) == 0 {
-		return res, nil
+		return nil
 	}
-	qctx, cancel := e.queryContext(ctx)
-	defer cancel()
-	from := " FROM " + srcAlias(0) + ".main.data"
-	vals := make([]any, len(aggs))
-	ptrs := make([]any, len(aggs))
-	for i := range vals {
-		ptrs[i] = &vals[i]
+	vals, err := scanAggregates(ctx, inst.db, aggs, " FROM "+srcAlias(0)+".main.data")
+	if err != nil {
+		return err
 	}
-	if err := inst.db.QueryRowContext(qctx, "SELECT "+strings.Join(aggs, ", ")+from).Scan(ptrs...); err != nil {
-		return nil, sqlError(qctx, err)
-	}
-	for k := range idx {
+	for k := lo; k < hi; k++ {
 		sc := &res.Columns[k]
-		v := vals[slots[k].col : slots[k].col+slots[k].n]
+		v := vals[slots[k-lo].col : slots[k-lo].col+slots[k-lo].n]
 		sc.NonNullCount = toInt(v[0])
-		sc.NullCount = t.meta.RowCount - sc.NonNullCount
+		sc.NullCount = meta.RowCount - sc.NonNullCount
 		sc.DistinctEstimate = min(toInt(v[1]), sc.NonNullCount)
 		switch {
 		case isNumericType(sc.Type):
@@ -78,9 +69,9 @@ func (e *engine) stats(ctx context.Context, c *hostapi.Call) (any, error) {
 				a, b := toInt(v[2]), toInt(v[3])
 				sc.MinLength, sc.MaxLength = &a, &b
 			}
-			mc, err := e.mostCommon(qctx, inst, t.meta.Columns[idx[k]].Name, sc.Type)
+			mc, err := mostCommon(ctx, inst, meta.Columns[idx[k]].Name, sc.Type)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			sc.MostCommon = mc
 		case isTemporalType(sc.Type):
@@ -90,14 +81,14 @@ func (e *engine) stats(ctx context.Context, c *hostapi.Call) (any, error) {
 			sc.TrueCount, sc.FalseCount = &a, &b
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // mostCommonN is how many of a string column's most frequent values stats
 // reports; ties are broken by value so that the answer is deterministic.
 const mostCommonN = 5
 
-func (e *engine) mostCommon(ctx context.Context, inst *instance, name, kind string) ([]ValueCount, error) {
+func mostCommon(ctx context.Context, inst *instance, name, kind string) ([]ValueCount, error) {
 	q := quoteIdent(name)
 	rows, err := inst.db.QueryContext(ctx, fmt.Sprintf(`SELECT %s, count(*) AS n FROM %s.main.data WHERE %s IS NOT NULL GROUP BY 1 ORDER BY n DESC, 1 LIMIT %d`, q, srcAlias(0), q, mostCommonN))
 	if err != nil {

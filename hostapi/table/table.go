@@ -19,7 +19,6 @@ func Register(h *hostapi.Host) error {
 func register(h *hostapi.Host, opts options) (*engine, error) {
 	e := newEngine(h, opts)
 	h.OnClose(e.close)
-	e.startSweep()
 	h.Registry.Add(e.ops()...)
 	return e, nil
 }
@@ -29,12 +28,28 @@ func pathParam() hostapi.Param {
 		Doc: "The table file: id or workspace path of a .csv, .tsv, .psv, delimited .txt or .xlsx file"}
 }
 
+// maxSheetIndex bounds a sheet given by number.
+const maxSheetIndex = 65535
+
+// maxPosition bounds row positions, counts and windows: 2^53-1, the
+// largest integer a JavaScript number holds exactly. With both a start
+// and a count below it, start-1+count never overflows an int64.
+const maxPosition = 1<<53 - 1
+
+// position is the schema of a row position or count.
+func position(min int) hostapi.Schema {
+	return hostapi.Schema{"type": "integer", "minimum": min, "maximum": maxPosition}
+}
+
+func sheetSchema() hostapi.Schema {
+	return hostapi.Schema{"type": []any{"string", "integer"}, "minLength": 1, "maxLength": 255, "minimum": 1, "maximum": maxSheetIndex}
+}
+
 func sheetParam(doc string) hostapi.Param {
 	if doc == "" {
 		doc = "xlsx only: sheet name or 1-based index (default: the first sheet)"
 	}
-	return hostapi.Param{Name: "sheet", Group: "options", Doc: doc,
-		Schema: hostapi.Schema{"type": []any{"string", "integer"}, "minLength": 1, "minimum": 1}}
+	return hostapi.Param{Name: "sheet", Group: "options", Doc: doc, Schema: sheetSchema()}
 }
 
 func columnsParam(group string) hostapi.Param {
@@ -52,6 +67,41 @@ func (e *engine) ops() []hostapi.Op {
 			Params:   []hostapi.Param{pathParam(), sheetParam("")},
 			Result:   MapResult{},
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:   "Map a CSV before querying it: delimiter, header, row count and column types",
+				Args:  map[string]any{"path": "orders.csv"},
+				Files: []string{"orders.csv"},
+				Want: map[string]any{"format": "csv", "delimiter": ",", "has_header": true, "encoding_detected": "utf-8", "row_count": 12, "column_count": 6,
+					"columns": []any{
+						map[string]any{"name": "order_id", "index": 0, "inferred_type": "integer"},
+						map[string]any{"name": "customer_id", "index": 1, "inferred_type": "string"},
+						map[string]any{"name": "product", "index": 2, "inferred_type": "string"},
+						map[string]any{"name": "quantity", "index": 3, "inferred_type": "integer"},
+						map[string]any{"name": "unit_price", "index": 4, "inferred_type": "float"},
+						map[string]any{"name": "order_date", "index": 5, "inferred_type": "date"},
+					},
+					"chunks": []any{map[string]any{"index": 0, "rows": "1-12"}}},
+			}, {
+				Doc:   "A Windows-1252 export with semicolons and decimal commas is detected and read as numbers",
+				Args:  map[string]any{"path": "suppliers-cp1252.csv"},
+				Files: []string{"suppliers-cp1252.csv"},
+				Want: map[string]any{"format": "csv", "delimiter": ";", "decimal_separator": ",", "encoding_detected": "windows-1252", "row_count": 3,
+					"columns": []any{
+						map[string]any{"name": "Lieferant", "inferred_type": "string"},
+						map[string]any{"name": "Ort", "inferred_type": "string"},
+						map[string]any{"name": "Umsatz (€)", "inferred_type": "float"},
+					}},
+			}, {
+				Doc:   "Map one sheet of a workbook, by name",
+				Args:  map[string]any{"path": "sales.xlsx", "sheet": "Sales"},
+				Files: []string{"sales.xlsx"},
+				Want: map[string]any{"format": "xlsx", "sheet": "Sales", "sheets": []any{"Sales", "Notes"}, "has_header": true, "column_count": 6,
+					"columns": []any{
+						map[string]any{"name": "Region", "inferred_type": "string"},
+						map[string]any{"name": "Product", "inferred_type": "string"},
+						map[string]any{"name": "Units", "inferred_type": "integer"},
+					}},
+			}},
 			Handler: e.getMap,
 		},
 		{
@@ -60,6 +110,16 @@ func (e *engine) ops() []hostapi.Op {
 			Params:   []hostapi.Param{pathParam(), sheetParam("")},
 			Result:   DescribeResult{},
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:   "Column types, nulls and distinct counts of a CSV",
+				Args:  map[string]any{"path": "orders.csv"},
+				Files: []string{"orders.csv"},
+				Want: map[string]any{"row_count": 12, "column_count": 6, "columns": []any{
+					map[string]any{"name": "order_id", "inferred_type": "integer", "sql_type": "BIGINT", "nullable": false, "non_null_count": 12, "null_count": 0, "distinct_estimate": 12},
+					map[string]any{"name": "customer_id", "inferred_type": "string", "sql_type": "VARCHAR", "non_null_count": 12, "distinct_estimate": 5},
+					map[string]any{"name": "product", "inferred_type": "string", "distinct_estimate": 3},
+				}},
+			}},
 			Handler: e.describe,
 		},
 		{
@@ -69,6 +129,19 @@ func (e *engine) ops() []hostapi.Op {
 			Params:   []hostapi.Param{pathParam(), columnsParam(""), sheetParam("")},
 			Result:   StatsResult{},
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:   "Statistics of two columns: a number and a text",
+				Args:  map[string]any{"path": "orders.csv", "columns": []any{"quantity", "product"}},
+				Files: []string{"orders.csv"},
+				Want: map[string]any{"row_count": 12, "columns": []any{
+					map[string]any{"name": "quantity", "type": "integer", "non_null_count": 12, "min": 1, "max": 10, "sum": 49},
+					map[string]any{"name": "product", "type": "string", "min_length": 5, "max_length": 6, "most_common": []any{
+						map[string]any{"value": "Widget", "count": 5},
+						map[string]any{"value": "Gadget", "count": 4},
+						map[string]any{"value": "Gizmo", "count": 3},
+					}},
+				}},
+			}},
 			Handler: e.stats,
 		},
 		{
@@ -77,13 +150,20 @@ func (e *engine) ops() []hostapi.Op {
 				"Returns columns, column types and rows (numbers as numbers, dates as ISO strings, empty fields as null).",
 			Params: []hostapi.Param{
 				pathParam(),
-				{Name: "row_start", Schema: hostapi.Integer(1), Required: true, Doc: "First row to read, 1-based, excluding the header"},
-				{Name: "row_count", Schema: hostapi.Integer(1), Required: true, Doc: "Number of rows to read"},
+				{Name: "row_start", Schema: position(1), Required: true, Doc: "First row to read, 1-based, excluding the header"},
+				{Name: "row_count", Schema: position(1), Required: true, Doc: "Number of rows to read (fewer come back at the end of the table)"},
 				columnsParam("options"),
 				sheetParam(""),
 			},
 			Result:   RowsResult{},
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:   "Rows 2–3, two columns, without SQL",
+				Args:  map[string]any{"path": "orders.csv", "row_start": 2, "row_count": 2, "columns": []any{"order_id", "product"}},
+				Files: []string{"orders.csv"},
+				Want: map[string]any{"columns": []any{"order_id", "product"}, "column_types": []any{"integer", "string"},
+					"rows": []any{[]any{1002, "Gadget"}, []any{1003, "Gizmo"}}, "row_start": 2, "row_count": 2, "total_rows": 12, "has_more": true},
+			}},
 			Handler: e.readRows,
 		},
 		{
@@ -95,8 +175,8 @@ func (e *engine) ops() []hostapi.Op {
 			Params: []hostapi.Param{
 				pathParam(),
 				{Name: "query", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Required: true, Doc: "One SQL SELECT statement; the file is table data"},
-				{Name: "window_rows", Group: "options", Schema: hostapi.Integer(1), Doc: "Rows to return in this window (default 100; no upper cap)"},
-				{Name: "window_offset", Group: "options", Schema: hostapi.Integer(0), Doc: "Rows of the result to skip (0 for the first window)"},
+				{Name: "window_rows", Group: "options", Schema: position(1), Doc: "Rows to return in this window (default 100); an answer carries at most 64 MB of rows"},
+				{Name: "window_offset", Group: "options", Schema: position(0), Doc: "Rows of the result to skip (0 for the first window)"},
 				{Name: "tables", Group: "options", Doc: "More files as named tables: {\"orders\": \"orders.csv\"} makes orders.csv the table orders",
 					Schema: hostapi.Schema{"type": "object", "maxProperties": 16,
 						"propertyNames":        hostapi.Schema{"pattern": "^[A-Za-z_][A-Za-z0-9_]{0,62}$"},
@@ -105,6 +185,25 @@ func (e *engine) ops() []hostapi.Op {
 			},
 			Result:   QueryResult{},
 			ReadOnly: true, Idempotent: true,
+			Examples: []hostapi.Example{{
+				Doc:   "Revenue per product, largest first",
+				Args:  map[string]any{"path": "orders.csv", "query": "SELECT product, sum(quantity * unit_price) AS revenue FROM data GROUP BY product ORDER BY revenue DESC"},
+				Files: []string{"orders.csv"},
+				Want: map[string]any{"columns": []any{"product", "revenue"}, "column_types": []any{"string", "float"},
+					"rows": []any{[]any{"Gizmo", 160}, []any{"Gadget", 100}, []any{"Widget", 77.5}}, "row_count": 3, "total_row_count": 3, "has_more": false},
+			}, {
+				Doc: "Join a second file, given as a named table",
+				Args: map[string]any{"path": "orders.csv", "tables": map[string]any{"customers": "customers.csv"},
+					"query": "SELECT c.country, count(*) AS orders, sum(o.quantity * o.unit_price) AS revenue FROM data o JOIN customers c USING (customer_id) GROUP BY c.country ORDER BY revenue DESC"},
+				Files: []string{"orders.csv", "customers.csv"},
+				Want: map[string]any{"columns": []any{"country", "orders", "revenue"},
+					"rows": []any{[]any{"Spain", 2, 130}, []any{"Portugal", 3, 70}, []any{"Norway", 3, 65}, []any{"France", 2, 45}, []any{"Germany", 2, 27.5}}, "total_row_count": 5},
+			}, {
+				Doc:   "Page through a long result: a window of 5 rows after the first 10",
+				Args:  map[string]any{"path": "orders.csv", "query": "SELECT order_id FROM data ORDER BY order_id", "window_rows": 5, "window_offset": 10},
+				Files: []string{"orders.csv"},
+				Want:  map[string]any{"rows": []any{[]any{1011}, []any{1012}}, "row_count": 2, "total_row_count": 12, "window_offset": 10, "has_more": false},
+			}},
 			Handler: e.query,
 		},
 		{
@@ -118,9 +217,21 @@ func (e *engine) ops() []hostapi.Op {
 				{Name: "format", Group: "options", Schema: hostapi.Enum("csv", "xlsx"), Required: true, Doc: "Output format"},
 				{Name: "sheet", Group: "options", Schema: hostapi.Schema{"type": "string", "minLength": 1, "maxLength": 31}, Doc: "Sheet name for xlsx output (default Sheet1)"},
 				{Name: "overwrite", Group: "options", Schema: hostapi.Boolean(), Doc: "Replace target_path if it exists (default false: ALREADY_EXISTS)"},
-				{Name: "source_sheet", Group: "options", Schema: hostapi.Schema{"type": []any{"string", "integer"}, "minLength": 1, "minimum": 1}, Doc: "xlsx sources only: the sheet to read (default the first)"},
+				{Name: "source_sheet", Group: "options", Schema: sheetSchema(), Doc: "xlsx sources only: the sheet to read (default the first)"},
 			},
-			Result:  ExportResult{},
+			Result: ExportResult{},
+			Examples: []hostapi.Example{{
+				Doc: "Write a filtered extract of a CSV to a new workbook",
+				Args: map[string]any{"path": "orders.csv", "query": "SELECT order_id, quantity, unit_price FROM data WHERE product = 'Widget' ORDER BY order_id",
+					"target_path": "widgets.xlsx", "format": "xlsx", "sheet": "Widgets"},
+				Files: []string{"orders.csv"},
+				Want:  map[string]any{"target_path": "widgets.xlsx", "format": "xlsx", "sheet": "Widgets", "row_count": 5, "column_count": 3},
+			}, {
+				Doc:   "Convert a workbook sheet to CSV",
+				Args:  map[string]any{"path": "sales.xlsx", "source_sheet": "Sales", "target_path": "sales.csv", "format": "csv"},
+				Files: []string{"sales.xlsx"},
+				Want:  map[string]any{"target_path": "sales.csv", "format": "csv", "column_count": 6},
+			}},
 			Handler: e.export,
 		},
 	}
