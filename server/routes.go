@@ -33,6 +33,8 @@ func (s *Server) routes() {
 	api.HandleFunc("/files/{ref:.+}/download", s.handleDownload).Methods("GET", "HEAD")
 	api.HandleFunc("/files/{ref:.+}/content", s.authed(s.handleContent)).Methods("GET")
 	api.HandleFunc("/files/{ref:.+}/convert", s.authed(s.handleConvert)).Methods("POST")
+	api.HandleFunc("/files/{ref:.+}/html", s.authed(s.handleMarkdownHTML)).Methods("GET")
+	api.HandleFunc("/files/{ref:.+}/pages/{page}", s.authed(s.handlePDFPage)).Methods("GET")
 	api.HandleFunc("/files/{ref:.+}", s.authed(s.handleInfo)).Methods("GET", "HEAD")
 	api.HandleFunc("/files/{ref:.+}", s.authed(s.handleDelete)).Methods("DELETE")
 	api.HandleFunc("/events", s.authed(s.handleEvents)).Methods("GET")
@@ -40,6 +42,10 @@ func (s *Server) routes() {
 	api.HandleFunc("/tools", s.authed(s.handleTools)).Methods("GET")
 	api.HandleFunc("/tools/{name}", s.authed(s.handleCallTool)).Methods("POST")
 	api.HandleFunc("/types", s.authed(s.handleTypes)).Methods("GET")
+	api.HandleFunc("/runs/events", s.authed(s.handleRunEvents)).Methods("GET")
+	api.HandleFunc("/runs/{id}", s.authed(s.handleGetRun)).Methods("GET")
+	api.HandleFunc("/history", s.authed(s.handleHistory)).Methods("GET")
+	api.HandleFunc("/instructions/{id}", s.authed(s.handleReportInstruction)).Methods("POST")
 
 	r.Handle("/mcp", s.authed(s.handleMCP))
 

@@ -68,12 +68,14 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		session = sessionOf(r)
 	}
 	rr := hostapi.RunRequest{Code: req.Code, Name: "script.js"}
+	var input any
 	if len(req.Input) > 0 {
 		rr.Input = req.Input
+		input = resultValue(req.Input)
 	}
 	rr.Limits.Timeout = time.Duration(req.TimeoutMs) * time.Millisecond
 	start := time.Now()
-	res := s.h.Runner.Run(r.Context(), s.h.Env(principalOf(r).Workspace, session), rr)
+	res, runID := s.runTracked(r.Context(), principalOf(r).Workspace, session, rr, input)
 	outcome := "ok"
 	if !res.OK {
 		outcome = "error"
@@ -82,9 +84,9 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.metrics.observeRun(principalOf(r).Workspace, outcome, time.Since(start))
-	if res.Error != nil {
-		res.Error.Message, res.Error.Stack = s.redact.Message(res.Error.Message), s.redact.Message(res.Error.Stack)
-	}
+	// The run's feed message (GET /api/runs/{id}: its blocks and the
+	// instructions its result carries for the client).
+	w.Header().Set("X-Run-Id", runID)
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -163,7 +165,8 @@ func (s *Server) handleCallTool(w http.ResponseWriter, r *http.Request) {
 	// is clamped to it).
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout(s.h))
 	defer cancel()
-	res, err := s.h.Registry.CallTool(ctx, s.h.Env(principalOf(r).Workspace, sessionOf(r)), name, args)
+	res, err := s.trackTool("http")(ctx, principalOf(r).Workspace, sessionOf(r), name, args,
+		func(ctx context.Context, env *hostapi.Env) (any, error) { return s.h.Registry.CallTool(ctx, env, name, args) })
 	if s.h.Registry.ByTool(name) == nil {
 		s.metrics.observeDynamicTool(principalOf(r).Workspace, name, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/server/mcpserver"
 	"github.com/metaclaw/metaclaw/server/redact"
+	"github.com/metaclaw/metaclaw/server/runfeed"
 )
 
 // Config is what a Server is built from.
@@ -101,6 +102,8 @@ type Server struct {
 	redact  *redact.Redactor
 	rate    bodyRate
 	mcp     *mcpserver.Manager
+	feed    *runfeed.Feed
+	pages   *pages
 	runs    chan struct{}
 
 	closing   chan struct{}
@@ -180,8 +183,10 @@ func New(cfg Config) (*Server, error) {
 	s.redact = redact.ForDataDir(cfg.Host.Config.DataDir)
 	s.rate = bodyRate{minRate: cfg.BodyMinRate, grace: cfg.BodyGrace, idle: cfg.BodyIdleTimeout}
 	s.observeRegistry()
+	s.feed = runfeed.New(runfeed.Options{})
+	s.pages = newPages(s)
 	s.mcp = mcpserver.New(cfg.Host, mcpserver.Options{
-		Log: cfg.Log, Version: cfg.Version, Gate: s.acquireRun, Redact: s.redact.Message,
+		Log: cfg.Log, Version: cfg.Version, Gate: s.acquireRun, Redact: s.redact.Message, Around: s.trackTool("mcp"),
 		Observe: func(ws, name string, _ time.Duration, err error) { s.metrics.observeDynamicTool(ws, name, err) },
 	})
 	if cfg.Tools != nil {

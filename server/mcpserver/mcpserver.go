@@ -23,6 +23,7 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/hostapi/store"
 	"github.com/metaclaw/metaclaw/server/redact"
 	"github.com/metaclaw/metaclaw/server/toolspec"
 )
@@ -49,7 +50,14 @@ type Options struct {
 	ResourceLimit int64
 	// SessionTimeout closes idle streamable-HTTP sessions (default 30 min).
 	SessionTimeout time.Duration
+	// Around, when set, runs every tool call: it calls call (with the
+	// environment it wants the call to run in, e.g. one that records the
+	// call's files) and returns its result. The server's run feed uses it.
+	Around func(ctx context.Context, workspace, session, name string, args map[string]any, call CallFunc) (any, error)
 }
+
+// CallFunc runs one tool call in env.
+type CallFunc func(ctx context.Context, env *hostapi.Env) (any, error)
 
 // Manager holds the MCP server of each workspace and profile.
 type Manager struct {
@@ -59,7 +67,10 @@ type Manager struct {
 
 	mu      sync.Mutex
 	servers map[serverKey]*workspaceServer
-	closed  chan struct{}
+	// watching holds, per served workspace, the cancel of its subscription
+	// to the store's events (saved-tool changes from any host).
+	watching map[string]func()
+	closed   chan struct{}
 }
 
 type serverKey struct{ workspace, profile string }
@@ -100,7 +111,7 @@ func New(h *hostapi.Host, opts Options) *Manager {
 		opts.Profile = toolspec.ProfileFull
 	}
 	return &Manager{h: h, opts: opts, sdkLog: slog.New(minLevel{opts.Log.Handler(), slog.LevelWarn}),
-		servers: map[serverKey]*workspaceServer{}, closed: make(chan struct{})}
+		servers: map[serverKey]*workspaceServer{}, watching: map[string]func(){}, closed: make(chan struct{})}
 }
 
 // minLevel drops records below a level: the SDK reports every session
@@ -179,7 +190,45 @@ func (m *Manager) get(workspace, profile string) (*workspaceServer, error) {
 		return nil, err
 	}
 	m.servers[key] = ws
+	m.watchTools(workspace)
 	return ws, nil
+}
+
+// watchTools follows workspace's store events while the manager serves it:
+// a saved tool changed on any host that shares the store (its
+// store.EventToolChanged) refreshes the workspace's servers, which send
+// tools/list_changed when the list really changed. m.mu is held.
+func (m *Manager) watchTools(workspace string) {
+	if _, ok := m.watching[workspace]; ok {
+		return
+	}
+	select {
+	case <-m.closed:
+		return
+	default:
+	}
+	events, cancel := m.h.Store.Bus().Subscribe(workspace, 0)
+	m.watching[workspace] = cancel
+	go func() {
+		for e := range events {
+			if e.Type == store.EventToolChanged {
+				m.ToolsChanged(workspace)
+			}
+		}
+		// The bus dropped a subscriber that fell behind, or the manager
+		// closed: follow again from now on (after a refresh, since a
+		// change may have been missed) unless closing.
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		select {
+		case <-m.closed:
+			return
+		default:
+		}
+		delete(m.watching, workspace)
+		go m.ToolsChanged(workspace)
+		m.watchTools(workspace)
+	}()
 }
 
 // ToolsChanged re-reads workspace's tool list and updates its MCP servers,
@@ -306,7 +355,13 @@ func (m *Manager) handler(workspace, name string, op *hostapi.Op) mcp.ToolHandle
 		ctx, cancel := context.WithTimeout(ctx, CallTimeout(m.h))
 		defer cancel()
 		start := time.Now()
-		res, err := m.h.Registry.CallTool(ctx, m.h.Env(workspace, session), name, args)
+		call := func(ctx context.Context, env *hostapi.Env) (any, error) { return m.h.Registry.CallTool(ctx, env, name, args) }
+		var res any
+		if m.opts.Around != nil {
+			res, err = m.opts.Around(ctx, workspace, session, name, args, call)
+		} else {
+			res, err = call(ctx, m.h.Env(workspace, session))
+		}
 		if m.opts.Observe != nil && op == nil {
 			m.opts.Observe(workspace, name, time.Since(start), err)
 		}
@@ -421,7 +476,17 @@ func (m *Manager) Close() {
 	m.mu.Lock()
 	servers := m.servers
 	m.servers = map[serverKey]*workspaceServer{}
+	select {
+	case <-m.closed:
+	default:
+		close(m.closed)
+	}
+	watching := m.watching
+	m.watching = map[string]func(){}
 	m.mu.Unlock()
+	for _, cancel := range watching {
+		cancel()
+	}
 	for _, ws := range servers {
 		ws.res.stop()
 	}

@@ -1,7 +1,14 @@
 // Package web is the workspace page served at GET /: plain HTML, CSS and
-// JavaScript embedded in the binary (no build step). It lists the
-// workspace's files live from the SSE stream, uploads by drag-and-drop,
-// previews text, converts markdown and downloads and deletes files.
+// JavaScript modules embedded in the binary (no build step, no library,
+// nothing fetched at run time). It lists the workspace's files live from
+// the SSE stream; uploads by drop or picker and asks before replacing a
+// file; views every format the host handles (markdown rendered on the
+// server, text and code with line numbers, CSV and xlsx as paged grids,
+// images, PDF pages rendered on the server, JSON); runs scripts; shows the
+// live run feed and carries out the results meant for the client (saving a
+// file to the user's disk); and says how to connect an agent.
+//
+// The browser tests are in e2e/ (Playwright driving Debian's Chromium).
 package web
 
 import (

@@ -1,260 +1,362 @@
-// metaclaw workspace page: a live file list (SSE read with fetch so that a
-// bearer token can be sent), drag-and-drop uploads with progress, text
-// preview, markdown conversion, download and delete. No framework.
-"use strict";
+// metaclaw workspace page: the live file list (file events over SSE),
+// uploads by drop or picker that ask before replacing, the viewer, the run
+// feed and the script console, and how to connect an agent. Plain ES
+// modules, no framework, nothing fetched from elsewhere.
+import { api, auth, raw, tool, stream, setToken, fileURL } from "./api.js";
+import { $, el, toast, human, kindOf, ask, plural, formatTime } from "./ui.js";
+import { openViewer, closeViewer, setViewerActions, viewerFile, refreshViewer } from "./viewer.js";
+import { restore, frame, setFeedHooks, saveBlob, downloadBlob } from "./feed.js";
+import { setupConsole, setConsoleHooks } from "./console.js";
 
-const $ = (id) => document.getElementById(id);
-const state = { files: new Map(), token: localStorage.getItem("metaclaw.token") || "", lastEventId: "", filter: "" };
+const state = { files: new Map(), filter: "", authRequired: false, streams: [], live: { files: false, runs: false } };
 
-function authHeaders(extra) {
-  const h = Object.assign({}, extra || {});
-  if (state.token) h["Authorization"] = "Bearer " + state.token;
-  return h;
+// --- the list
+const byName = () => new Map([...state.files.values()].map((f) => [f.name, f]));
+
+function fromHistory(w) {
+  return { id: w.id, name: w.path.replace(/^\//, ""), size: w.size, mime_type: w.mime_type, modified_on: w.modified_on, source: w.source,
+    has_backup: w.has_backup, session_id: w.session_id, message_id: w.message_id, icon_type: w.icon_type };
 }
 
-async function api(path, opts) {
-  opts = opts || {};
-  const res = await fetch(path, Object.assign({}, opts, { headers: authHeaders(opts.headers) }));
-  if (res.status === 401) { askToken(); throw new Error("this server needs a token"); }
-  const body = res.headers.get("Content-Type")?.includes("json") ? await res.json() : null;
-  if (!res.ok) throw new Error(body?.error ? body.error.code + ": " + body.error.message : res.status + " " + res.statusText);
-  return body;
-}
-
-function toast(msg, isErr) {
-  const t = $("toast");
-  t.textContent = msg;
-  t.className = "toast" + (isErr ? " err" : "");
-  t.hidden = false;
-  clearTimeout(toast.timer);
-  toast.timer = setTimeout(() => (t.hidden = true), isErr ? 6000 : 2500);
-}
-
-function human(n) {
-  if (n >= 1 << 30) return (n / (1 << 30)).toFixed(1) + " GB";
-  if (n >= 1 << 20) return (n / (1 << 20)).toFixed(1) + " MB";
-  if (n >= 1 << 10) return (n / (1 << 10)).toFixed(1) + " KB";
-  return n + " B";
-}
-
-function iconType(f) {
-  const ext = (f.name.split(".").pop() || "").toLowerCase();
-  const byExt = { md: "md", markdown: "md", pdf: "pdf", csv: "csv", tsv: "csv", xlsx: "xlsx", xls: "xlsx", docx: "docx",
-    json: "json", js: "code", ts: "code", py: "code", go: "code", txt: "text", log: "text", zip: "archive" };
-  if (byExt[ext]) return byExt[ext];
-  const m = f.mime_type || "";
-  if (m.startsWith("image/")) return "image";
-  if (m.startsWith("text/")) return "text";
-  return "file";
-}
-
-const isMarkdown = (f) => /\.(md|markdown)$/i.test(f.name);
-
+let renderQueued = false;
 function render() {
-  const rows = $("rows");
-  const list = [...state.files.values()].filter((f) => !state.filter || f.name.toLowerCase().includes(state.filter))
-    .sort((a, b) => a.name.localeCompare(b.name));
-  rows.replaceChildren(...list.map(rowFor));
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => { renderQueued = false; renderNow(); });
+}
+
+function renderNow() {
+  const q = state.filter;
+  const list = [...state.files.values()].filter((f) => !q || f.name.toLowerCase().includes(q)).sort((a, b) => a.name.localeCompare(b.name));
+  const box = $("filelist");
+  const focused = document.activeElement && document.activeElement.closest && document.activeElement.closest(".file-row");
+  const focusId = focused ? focused.dataset.id : null;
+  box.replaceChildren(...list.map(rowFor));
+  if (focusId) { const r = box.querySelector(`[data-id="${CSS.escape(focusId)}"]`); if (r) r.focus(); }
   $("empty").hidden = state.files.size > 0;
   let total = 0;
   state.files.forEach((f) => (total += f.size || 0));
-  $("summary").textContent = state.files.size ? `${state.files.size} file${state.files.size === 1 ? "" : "s"} · ${human(total)}` : "";
+  $("summary").textContent = state.files.size ? `${plural(state.files.size, "file")} · ${human(total)}` : "";
 }
 
 function rowFor(f) {
-  const tr = document.createElement("tr");
-  tr.dataset.id = f.id;
-  if (f.flash) { tr.className = "flash"; f.flash = false; }
-  const kind = iconType(f);
-  const cell = (cls, text) => { const td = document.createElement("td"); td.className = cls; if (text !== undefined) td.textContent = text; return td; };
-  const icon = cell("icon");
-  const badge = document.createElement("span");
-  badge.className = "badge " + kind;
-  badge.textContent = kind === "file" ? (f.name.split(".").pop() || "file").slice(0, 4) : kind;
-  icon.append(badge);
-  const name = cell("name", f.name);
-  if (f.source) { const s = document.createElement("span"); s.className = "src"; s.textContent = f.source; name.append(s); }
-  const mod = f.modified_on ? new Date(f.modified_on) : null;
-  const actions = cell("actions");
-  const btn = (label, fn, cls) => { const b = document.createElement("button"); b.type = "button"; b.textContent = label; if (cls) b.className = cls; b.onclick = fn; actions.append(b); };
-  if (/^text\/|json|javascript|xml|yaml/.test(f.mime_type || "")) btn("Preview", () => preview(f));
-  if (isMarkdown(f)) { btn("→ PDF", () => convert(f, "pdf")); btn("→ DOCX", () => convert(f, "docx")); }
-  btn("Download", () => download(f));
-  btn("Delete", () => remove(f), "del");
-  tr.append(icon, name, cell("num", f.size === undefined ? "" : human(f.size)), cell("type", f.mime_type || ""),
-    cell("mod", mod ? mod.toLocaleString() : ""), actions);
-  return tr;
+  const kind = kindOf(f);
+  const badge = el("span", { class: "badge " + kind, "aria-hidden": "true" }, kind === "file" ? ((f.name.split(".").pop() || "file").slice(0, 4)) : kind);
+  const name = el("button", { type: "button", class: "name", title: f.name, onclick: () => openViewer(f) }, f.name);
+  const meta = el("div", { class: "meta" },
+    el("span", { class: "size" }, human(f.size)),
+    el("span", { class: "type", title: f.mime_type || "" }, f.mime_type || ""),
+    el("span", { class: "mod" }, formatTime(f.modified_on)),
+    f.source ? el("span", { class: "src " + f.source }, f.source === "upload" ? "uploaded" : "generated") : null);
+  const actions = el("div", { class: "actions" },
+    el("button", { type: "button", class: "ghost small", onclick: () => download(f), "aria-label": "Download " + f.name }, "Download"),
+    f.has_backup ? el("button", { type: "button", class: "ghost small", onclick: () => revert(f), "aria-label": "Revert " + f.name }, "Revert") : null,
+    el("button", { type: "button", class: "danger small", onclick: () => remove(f), "aria-label": "Delete " + f.name }, "Delete"));
+  const row = el("div", { class: "file-row" + (f.flash ? " flash" : ""), role: "listitem", tabindex: "0", "data-id": f.id, "data-name": f.name,
+    "aria-label": `${f.name}, ${human(f.size)}` }, badge, el("div", { class: "main" }, name, meta), actions);
+  f.flash = false;
+  row.addEventListener("keydown", (e) => {
+    if (e.target !== row) return;
+    if (e.key === "Enter" || e.key === " ") { e.preventDefault(); openViewer(f); }
+    else if (e.key === "Delete") { e.preventDefault(); remove(f); }
+    else if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+      e.preventDefault();
+      const sib = e.key === "ArrowDown" ? row.nextElementSibling : row.previousElementSibling;
+      if (sib) sib.focus();
+    }
+  });
+  return row;
+}
+
+function upsert(f) {
+  const cur = state.files.get(f.id) || {};
+  state.files.set(f.id, Object.assign(cur, f));
+  render();
+  const open = viewerFile();
+  if (open && open.id === f.id) return state.files.get(f.id);
+  return null;
 }
 
 async function load() {
-  const body = await api("/api/files");
+  const h = await api("/api/history");
   state.files.clear();
-  for (const f of body.files) state.files.set(f.id, f);
-  if (body.workspace) $("ws").textContent = body.workspace;
-  render();
-}
-
-function apply(type, data) {
-  // Events were lost while we were away: the list may be stale, reload it.
-  if (type === "events:gap") { load().catch(() => {}); return; }
-  const cur = state.files.get(data.id) || {};
-  if (type === "file:deleted") state.files.delete(data.id);
-  else state.files.set(data.id, Object.assign(cur, data, { flash: true }, type === "file:created" ? { modified_on: new Date().toISOString() } : {}));
-  render();
-}
-
-// Server-Sent Events over fetch (EventSource cannot send a bearer token).
-async function listen() {
-  const status = $("status");
-  for (let delay = 500; ; delay = Math.min(delay * 2, 10000)) {
-    try {
-      const headers = authHeaders({ Accept: "text/event-stream" });
-      if (state.lastEventId) headers["Last-Event-ID"] = state.lastEventId;
-      const res = await fetch("/api/events", { headers });
-      if (res.status === 401) { askToken(); status.className = "status down"; $("status-text").textContent = "needs token"; started = false; return; }
-      if (!res.ok || !res.body) throw new Error("events: " + res.status);
-      status.className = "status live";
-      $("status-text").textContent = "live";
-      delay = 500;
-      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buf = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += value;
-        let i;
-        while ((i = buf.indexOf("\n\n")) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          let ev = "message", data = "", id = "";
-          for (const line of block.split("\n")) {
-            if (line.startsWith("event: ")) ev = line.slice(7);
-            else if (line.startsWith("data: ")) data += line.slice(6);
-            else if (line.startsWith("id: ")) id = line.slice(4);
-          }
-          if (id) state.lastEventId = id;
-          if (ev.startsWith("file:") && data) apply(ev, JSON.parse(data));
-        }
-      }
-    } catch (e) {
-      console.warn(e);
-    }
-    status.className = "status down";
-    $("status-text").textContent = "reconnecting…";
-    await new Promise((r) => setTimeout(r, delay));
+  for (const w of h.workspace.workspace_files) { const f = fromHistory(w); state.files.set(f.id, f); }
+  $("ws").textContent = h.workspace.name;
+  state.authRequired = !!h.workspace.auth_required;
+  renderNow();
+  restore(h.messages);
+  if (!document.documentElement.dataset.ready) {
+    performance.mark("list-interactive");
+    document.documentElement.dataset.ready = "1";
   }
 }
 
-function upload(file) {
-  const row = document.createElement("div");
-  row.className = "upload";
-  const label = document.createElement("span");
-  label.textContent = file.name;
-  const bar = document.createElement("progress");
-  bar.max = file.size || 1;
-  bar.value = 0;
-  const pct = document.createElement("span");
-  pct.textContent = human(file.size);
-  row.append(label, bar, pct);
+// Metadata an event does not carry (source, backup): read it for the few
+// files that changed; after a burst, reload the whole list instead.
+const pendingInfo = new Set();
+let infoTimer = null;
+function refreshInfo(id) {
+  pendingInfo.add(id);
+  if (infoTimer) return;
+  infoTimer = setTimeout(async () => {
+    infoTimer = null;
+    const ids = [...pendingInfo];
+    pendingInfo.clear();
+    if (ids.length > 50) { load().catch(() => {}); return; }
+    await Promise.all(ids.map(async (id) => {
+      if (!state.files.has(id)) return;
+      try {
+        const i = await api(fileURL(id));
+        const changed = upsert({ id, name: i.name, size: i.size, mime_type: i.mime_type, modified_on: i.modified_on, source: i.source === "upload" ? "upload" : "generated",
+          has_backup: i.has_backup, icon_type: i.icon_type });
+        if (changed) refreshViewer(changed);
+      } catch (_) { /* deleted meanwhile */ }
+    }));
+  }, 120);
+}
+
+function fileEvent(type, data) {
+  if (type === "events:gap") { load().catch(() => {}); return; }
+  if (!type.startsWith("file:")) return;
+  if (type === "file:deleted") {
+    state.files.delete(data.id);
+    const open = viewerFile();
+    if (open && open.id === data.id) { closeViewer(); toast(open.name + " was deleted"); }
+    render();
+    return;
+  }
+  upsert(Object.assign({}, data, { flash: true }, type === "file:created" ? { modified_on: new Date().toISOString() } : {}));
+  refreshInfo(data.id);
+}
+
+function setLive(which, s) {
+  state.live[which] = s === "live";
+  const all = state.live.files && state.live.runs;
+  $("status").className = "status " + (all ? "live" : s === "unauthorized" ? "down" : "down");
+  $("status-text").textContent = all ? "live" : s === "unauthorized" ? "needs token" : "connecting…";
+  document.documentElement.dataset.live = all ? "1" : "";
+}
+
+// --- uploads
+function freeName(name) {
+  const taken = byName();
+  const dot = name.lastIndexOf(".");
+  const stem = dot > 0 ? name.slice(0, dot) : name, ext = dot > 0 ? name.slice(dot) : "";
+  for (let n = 1; ; n++) {
+    const c = `${stem} (${n})${ext}`;
+    if (!taken.has(c)) return c;
+  }
+}
+
+async function uploadAll(list) {
+  let policy = null;
+  for (const file of list) {
+    let name = file.name, overwrite = false;
+    if (byName().has(name)) {
+      let choice = policy;
+      if (!choice) {
+        const r = await ask(`Replace “${name}”?`, `A file named “${name}” is already in this workspace. Replace it (the current version is lost), or keep both under a new name?`,
+          [{ value: "skip", label: "Skip" }, { value: "keep", label: "Keep both" }, { value: "replace", label: "Replace", primary: true }], { all: list.length > 1 });
+        choice = r.value === "cancel" ? "skip" : r.value;
+        if (r.all) policy = choice;
+      }
+      if (choice === "skip") continue;
+      if (choice === "replace") overwrite = true;
+      else name = freeName(name);
+    }
+    await upload(file, name, overwrite);
+  }
+}
+
+function upload(file, name, overwrite) {
+  const label = el("span", { class: "up-name", title: name }, name);
+  const bar = el("progress", { max: file.size || 1, value: 0 });
+  const pct = el("span", { class: "up-pct" }, human(file.size));
+  const row = el("div", { class: "upload" }, label, bar, pct);
   $("uploads").append(row);
   return new Promise((resolve) => {
     const xhr = new XMLHttpRequest();
-    xhr.open("POST", "/api/files/upload?name=" + encodeURIComponent(file.name) + "&overwrite=true");
-    if (state.token) xhr.setRequestHeader("Authorization", "Bearer " + state.token);
+    xhr.open("POST", "/api/files/upload?name=" + encodeURIComponent(name) + "&overwrite=" + overwrite);
+    if (auth.token) xhr.setRequestHeader("Authorization", "Bearer " + auth.token);
+    xhr.setRequestHeader("X-Session-Id", auth.session);
     xhr.upload.onprogress = (e) => { bar.value = e.loaded; pct.textContent = Math.round((e.loaded / (e.total || 1)) * 100) + "%"; };
-    xhr.onload = () => {
+    xhr.onload = async () => {
       let body = null;
-      try { body = JSON.parse(xhr.responseText); } catch (_) {}
-      if (xhr.status === 401) askToken();
-      if (xhr.status >= 200 && xhr.status < 300) { row.remove(); toast("Uploaded " + body.name); }
-      else { row.classList.add("err"); pct.textContent = body?.error?.code || xhr.status; label.textContent = file.name + " — " + (body?.error?.message || "failed"); setTimeout(() => row.remove(), 8000); }
+      try { body = JSON.parse(xhr.responseText); } catch (_) { /* not JSON */ }
+      if (xhr.status === 401) auth.onUnauthorized();
+      if (xhr.status === 409 && !overwrite) {
+        // Someone took the name meanwhile: keep both under the next free one.
+        row.remove();
+        await upload(file, freeName(name), false);
+        resolve();
+        return;
+      }
+      if (xhr.status >= 200 && xhr.status < 300) {
+        row.remove();
+        toast("Uploaded " + body.name);
+        upsert({ id: body.id, name: body.name, size: body.size, mime_type: body.mime_type, source: "upload", modified_on: new Date().toISOString(), flash: true });
+        refreshInfo(body.id);
+      } else {
+        row.classList.add("err");
+        pct.textContent = (body && body.error && body.error.code) || String(xhr.status);
+        label.textContent = name + " — " + ((body && body.error && body.error.message) || "failed");
+        setTimeout(() => row.remove(), 8000);
+      }
       resolve();
     };
     xhr.onerror = () => { row.classList.add("err"); pct.textContent = "network error"; resolve(); };
     const form = new FormData();
-    form.append("file", file, file.name);
+    form.append("file", file, name);
     xhr.send(form);
   });
 }
 
-async function uploadAll(list) {
-  for (const f of list) await upload(f);
-}
-
+// --- file actions
 async function download(f) {
   try {
-    const res = await fetch("/api/files/" + encodeURIComponent(f.id) + "/download", { headers: authHeaders() });
-    if (!res.ok) throw new Error((await res.json()).error.message);
-    const url = URL.createObjectURL(await res.blob());
-    const a = document.createElement("a");
-    a.href = url;
-    a.download = f.name.split("/").pop();
-    document.body.append(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 30000);
+    const res = await raw(fileURL(f.id, "download"));
+    downloadBlob(await res.blob(), f.name);
+  } catch (e) { toast(e.message, true); }
+}
+
+async function saveToDisk(f) {
+  try {
+    const res = await raw(fileURL(f.id, "download"));
+    const r = await saveBlob(await res.blob(), f.name.split("/").pop(), f.mime_type);
+    if (r.ok) toast("Saved " + f.name);
+    else if (r.error) toast(r.error, true);
+  } catch (e) { toast(e.message, true); }
+}
+
+async function revert(f) {
+  const c = await ask(`Revert “${f.name}”?`, "This restores the version from before its last change (one level of undo). The current content is replaced.",
+    [{ value: "cancel", label: "Cancel" }, { value: "revert", label: "Revert", primary: true }]);
+  if (c !== "revert") return;
+  try {
+    const r = await tool("file_revert", { id: f.id });
+    toast("Reverted " + r.name);
+    const cur = upsert({ id: f.id, size: r.size, has_backup: false, modified_on: new Date().toISOString() });
+    if (cur) refreshViewer(cur);
+    refreshInfo(f.id);
   } catch (e) { toast(e.message, true); }
 }
 
 async function remove(f) {
-  if (!confirm(`Delete ${f.name}?`)) return;
-  try { await api("/api/files/" + encodeURIComponent(f.id), { method: "DELETE" }); toast("Deleted " + f.name); }
-  catch (e) { toast(e.message, true); }
-}
-
-async function preview(f) {
+  const c = await ask(`Delete “${f.name}”?`, "The file and its backup are removed from the workspace. This cannot be undone.",
+    [{ value: "cancel", label: "Cancel" }, { value: "delete", label: "Delete", danger: true }]);
+  if (c !== "delete") return;
   try {
-    const body = await api("/api/files/" + encodeURIComponent(f.id) + "/content");
-    $("preview-name").textContent = body.file_path;
-    $("preview-body").textContent = body.content ?? "(binary or large file — use Download)";
-    $("preview").hidden = false;
-    $("preview").scrollIntoView({ behavior: "smooth" });
+    await api(fileURL(f.id), { method: "DELETE" });
+    toast("Deleted " + f.name);
+    state.files.delete(f.id);
+    const open = viewerFile();
+    if (open && open.id === f.id) closeViewer();
+    render();
   } catch (e) { toast(e.message, true); }
 }
 
-async function convert(f, type) {
-  try {
-    const body = await api("/api/files/" + encodeURIComponent(f.id) + "/convert", {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ convert_type: type }) });
-    toast("Created " + body.name);
-  } catch (e) { toast(e.message, true); }
+function openById(id) {
+  const f = state.files.get(id);
+  if (f) return openViewer(f);
+  api(fileURL(id)).then((i) => openViewer({ id: i.id, name: i.name, size: i.size, mime_type: i.mime_type, has_backup: i.has_backup }))
+    .catch((e) => toast(e.message, true));
 }
 
+// --- connect an agent
+function fillConnect() {
+  const origin = location.origin;
+  $("mcp-url").textContent = origin + "/mcp";
+  const tok = auth.token ? "YOUR_TOKEN" : "";
+  $("token-info").replaceChildren(state.authRequired
+    ? el("span", {}, "This server needs a bearer token (", el("code", {}, "Authorization: Bearer TOKEN"), "). ",
+      auth.token ? "This browser has one saved (…" + auth.token.slice(-4) + ")." : "Ask its operator for one (metaclaw serve --token SECRET:WORKSPACE).")
+    : el("span", {}, "None: this server listens on loopback without tokens."));
+  const cfg = { mcpServers: { metaclaw: { type: "http", url: origin + "/mcp" } } };
+  if (state.authRequired) cfg.mcpServers.metaclaw.headers = { Authorization: "Bearer " + (tok || "TOKEN") };
+  $("mcp-config").textContent = JSON.stringify(cfg, null, 2);
+  const some = [...state.files.values()].find((f) => /\.(md|txt|csv)$/i.test(f.name));
+  const authLine = state.authRequired ? ` \\\n  -H 'Authorization: Bearer TOKEN'` : "";
+  $("curl-example").textContent = `curl -s ${origin}/api/tools/file_read_text${authLine} \\\n  -H 'Content-Type: application/json' \\\n  -d '${JSON.stringify({ id: some ? some.name : "notes.md", start_line: 1, end_line: 20 })}'`;
+}
+
+// --- setup
 function askToken() {
   const d = $("token-dialog");
   if (d.open) return;
-  $("token-input").value = state.token;
+  $("token-input").value = auth.token;
   d.showModal();
 }
 
+function setupTabs() {
+  const tabs = [$("tab-runs"), $("tab-console")];
+  const select = (t) => {
+    for (const x of tabs) {
+      const on = x === t;
+      x.setAttribute("aria-selected", String(on));
+      x.tabIndex = on ? 0 : -1;
+      $(x.getAttribute("aria-controls")).hidden = !on;
+    }
+  };
+  tabs.forEach((t, i) => {
+    t.addEventListener("click", () => select(t));
+    t.addEventListener("keydown", (e) => {
+      if (e.key === "ArrowRight" || e.key === "ArrowLeft") { const n = tabs[(i + (e.key === "ArrowRight" ? 1 : tabs.length - 1)) % tabs.length]; select(n); n.focus(); }
+    });
+  });
+  select(tabs[0]);
+}
+
 function setup() {
+  auth.onUnauthorized = askToken;
+  setViewerActions({ download, saveToDisk, revert, remove });
+  setFeedHooks({ openFile: openById, onArtifact: (a) => {
+    if (a.action === "deleted") { state.files.delete(a.id); render(); return; }
+    // seed 002: upsert the artifact by path into the panel at once
+    upsert({ id: a.id, name: a.path.replace(/^\//, ""), size: a.size, mime_type: a.mime_type, source: a.source, icon_type: a.icon_type, flash: true });
+  } });
+  setConsoleHooks({ openFile: openById });
+  setupConsole();
+  setupTabs();
   $("file-input").onchange = (e) => { uploadAll([...e.target.files]); e.target.value = ""; };
+  $("upload-label").addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); $("file-input").click(); } });
   $("filter").oninput = (e) => { state.filter = e.target.value.toLowerCase(); render(); };
-  $("preview-close").onclick = () => ($("preview").hidden = true);
   $("token-btn").onclick = askToken;
+  $("connect-btn").onclick = () => { fillConnect(); $("connect").showModal(); };
+  for (const b of document.querySelectorAll("[data-copy]")) {
+    b.addEventListener("click", () => {
+      const text = $(b.dataset.copy).textContent;
+      navigator.clipboard.writeText(text).then(() => toast("Copied"), () => toast("Copy failed: select the text instead", true));
+    });
+  }
   $("token-dialog").addEventListener("close", () => {
     if ($("token-dialog").returnValue !== "ok") return;
-    state.token = $("token-input").value.trim();
-    localStorage.setItem("metaclaw.token", state.token);
+    setToken($("token-input").value.trim());
     start();
   });
+  $("viewer").addEventListener("close", () => { $("viewer-body").replaceChildren(); });
   let depth = 0;
   const dz = $("dropzone");
-  window.addEventListener("dragenter", (e) => { if (e.dataTransfer?.types?.includes("Files")) { depth++; dz.hidden = false; e.preventDefault(); } });
+  const hasFiles = (e) => e.dataTransfer && [...(e.dataTransfer.types || [])].includes("Files");
+  window.addEventListener("dragenter", (e) => { if (hasFiles(e)) { depth++; dz.hidden = false; e.preventDefault(); } });
   window.addEventListener("dragleave", () => { if (--depth <= 0) { depth = 0; dz.hidden = true; } });
   window.addEventListener("dragover", (e) => e.preventDefault());
   window.addEventListener("drop", (e) => {
     e.preventDefault();
     depth = 0;
     dz.hidden = true;
-    if (e.dataTransfer?.files?.length) uploadAll([...e.dataTransfer.files]);
+    if (e.dataTransfer && e.dataTransfer.files && e.dataTransfer.files.length) uploadAll([...e.dataTransfer.files]);
   });
 }
 
-let started = false;
 async function start() {
+  for (const stop of state.streams) stop();
+  state.streams = [];
   try { await load(); } catch (e) { toast(e.message, true); return; }
-  if (!started) { started = true; listen(); }
+  state.streams.push(stream("/api/events", fileEvent, (s) => setLive("files", s)));
+  state.streams.push(stream("/api/runs/events", (type, data) => {
+    if (type === "feed:gap") { load().catch(() => {}); return; }
+    frame(type, data);
+  }, (s) => setLive("runs", s)));
 }
 
 setup();
