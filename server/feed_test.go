@@ -397,7 +397,7 @@ func TestInstructions(t *testing.T) {
 	// A meta-tool result can carry one as well (a saved tool here).
 	e.json("POST", "/api/tools/tool_save", map[string]any{"name": "save_it", "description": "Ask the page to save a file",
 		"input_schema": map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}},
-		"code": `return {requiresFrontendExecution: true, file: input.name}`}, 200)
+		"code":         `return {requiresFrontendExecution: true, file: input.name}`}, 200)
 	fs.untilStop(t) // tool_save itself
 	e.json("POST", "/api/tools/save_it", map[string]any{"name": "q3.csv"}, 200)
 	frames = fs.untilStop(t)

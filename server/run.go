@@ -166,7 +166,9 @@ func (s *Server) handleCallTool(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout(s.h))
 	defer cancel()
 	res, err := s.trackTool("http")(ctx, principalOf(r).Workspace, sessionOf(r), name, args,
-		func(ctx context.Context, env *hostapi.Env) (any, error) { return s.h.Registry.CallTool(ctx, env, name, args) })
+		func(ctx context.Context, env *hostapi.Env) (any, error) {
+			return s.h.Registry.CallTool(ctx, env, name, args)
+		})
 	if s.h.Registry.ByTool(name) == nil {
 		s.metrics.observeDynamicTool(principalOf(r).Workspace, name, err)
 	}

@@ -355,7 +355,9 @@ func (m *Manager) handler(workspace, name string, op *hostapi.Op) mcp.ToolHandle
 		ctx, cancel := context.WithTimeout(ctx, CallTimeout(m.h))
 		defer cancel()
 		start := time.Now()
-		call := func(ctx context.Context, env *hostapi.Env) (any, error) { return m.h.Registry.CallTool(ctx, env, name, args) }
+		call := func(ctx context.Context, env *hostapi.Env) (any, error) {
+			return m.h.Registry.CallTool(ctx, env, name, args)
+		}
 		var res any
 		if m.opts.Around != nil {
 			res, err = m.opts.Around(ctx, workspace, session, name, args, call)
