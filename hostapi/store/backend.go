@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"time"
 )
 
@@ -52,16 +53,28 @@ type BlobInfo struct {
 // BlobStore keeps file bodies under keys chosen by the engine (never a
 // user's file name). Bodies are immutable: a changed file gets a new key.
 type BlobStore interface {
-	// Put streams size bytes from r in under key and returns what was
-	// stored. A Put that fails or is interrupted leaves nothing readable
-	// under key.
-	Put(ctx context.Context, key string, r io.Reader, size int64) (BlobInfo, error)
+	// Create starts streaming a body in under key, so that it travels
+	// while the caller still receives it. Nothing is readable under key
+	// until the writer's Commit succeeds; an aborted or interrupted one
+	// (even a killed process) leaves nothing readable.
+	Create(ctx context.Context, key string) (BlobWriter, error)
 	// Get streams a body out; NOT_FOUND when key holds nothing.
 	Get(ctx context.Context, key string) (io.ReadCloser, BlobInfo, error)
 	// Stat describes a body; NOT_FOUND when key holds nothing.
 	Stat(ctx context.Context, key string) (BlobInfo, error)
 	// Delete removes a body; deleting a missing key is not an error.
 	Delete(ctx context.Context, key string) error
+}
+
+// BlobWriter is a body being stored.
+type BlobWriter interface {
+	io.Writer
+	// Commit makes the body readable once every byte written is stored;
+	// size and sha256 (hex) are what the caller wrote, computed as it
+	// went.
+	Commit(size int64, sha256 string) (BlobInfo, error)
+	// Abort drops what was sent.
+	Abort()
 }
 
 // BodyRef is where a body is and what it is.
@@ -86,15 +99,43 @@ type FileRecord struct {
 	ModifiedOn      time.Time `json:"modified_on"`
 	ExpiresOn       time.Time `json:"expires_on,omitzero"`
 	Backup          *BodyRef  `json:"backup,omitempty"`
+	// Host is the host that made the record's last change and Change what
+	// it was (EventCreated or EventModified), so that any host can publish
+	// its event if that host dies before it does.
+	Host   string `json:"host,omitempty"`
+	Change string `json:"change,omitempty"`
+	// Deleted marks a tombstone: a record being deleted, kept until its
+	// event is out (a backend never returns one).
+	Deleted bool `json:"deleted,omitempty"`
+}
+
+// FileChangeKey names a change of file id at metadata revision rev, for
+// ChangeRef.
+func FileChangeKey(ws, id string, rev Revision) string {
+	return ws + "/" + id + "/" + strconv.FormatUint(rev, 10)
 }
 
 // MetaStore keeps file records, unique by name within a workspace. Every
 // change is a compare-and-set on the record's revision.
+//
+// Reads are served from this host's view of the records, which follows
+// every host's changes (NATS: a watch of the bucket, a few hundred
+// microseconds behind) and has this host's own changes at once. A record
+// the view does not have is looked up in the shared store, so a file just
+// created elsewhere is never reported missing; a record changed elsewhere
+// may be seen as it was for that short delay. Writers read under the
+// file's lease after Sync, which makes the view current.
 type MetaStore interface {
 	// Get returns file id's record; NOT_FOUND when there is none.
 	Get(ctx context.Context, ws, id string) (FileRecord, Revision, error)
+	// Latest returns file id's record as the shared store holds it now (a
+	// round trip).
+	Latest(ctx context.Context, ws, id string) (FileRecord, Revision, error)
 	// ByName returns the record that holds name; NOT_FOUND when none does.
 	ByName(ctx context.Context, ws, name string) (FileRecord, Revision, error)
+	// Sync waits until the view holds every change up to rev (a lease's
+	// revision); an error says the view is behind and Latest must be used.
+	Sync(ctx context.Context, rev Revision) error
 	// List returns the workspace's records by name. It may be served from
 	// a local copy that follows the shared state (a change made on another
 	// host shows up within milliseconds; this host's own at once).
@@ -107,8 +148,8 @@ type MetaStore interface {
 	// (ALREADY_EXISTS when taken) and frees the old one.
 	Update(ctx context.Context, ws string, prev, next FileRecord, rev Revision) (Revision, error)
 	// Delete removes the record at revision rev and frees its name
-	// (ErrConflict when it moved on).
-	Delete(ctx context.Context, ws string, r FileRecord, rev Revision) error
+	// (ErrConflict when it moved on); it returns the deletion's revision.
+	Delete(ctx context.Context, ws string, r FileRecord, rev Revision) (Revision, error)
 	// All returns the records of every workspace (for the expiry sweeper
 	// and fsck; it may be served from the local copy List uses).
 	All(ctx context.Context) ([]WorkspaceRecord, error)
@@ -121,20 +162,23 @@ type WorkspaceRecord struct {
 	Revision  Revision
 }
 
-// Leases are per-key locks shared by every host. A lease held by a host
+// Leases are per-file locks shared by every host. A lease held by a host
 // that stops (crash, kill, lost network) is released when its heartbeat
 // expires, so a dead host never blocks the others for longer than that.
 type Leases interface {
-	// Acquire waits until it holds key's lease or ctx is done.
-	Acquire(ctx context.Context, key string) (release func(), err error)
+	// Acquire waits until it holds file id's lease or ctx is done. rev
+	// orders the lease after every change its earlier holders made:
+	// MetaStore.Sync(rev) makes them visible.
+	Acquire(ctx context.Context, ws, id string) (release func(), rev Revision, err error)
 }
 
-// QuotaUsage is what a workspace's ledger holds.
+// QuotaUsage is a workspace's usage: its records' bodies and backups, the
+// named charges and the writes in flight on every host.
 type QuotaUsage struct {
 	Files    int64            `json:"files"`
 	Backups  int64            `json:"backups"`
 	Charges  map[string]int64 `json:"charges,omitempty"`
-	Reserved int64            `json:"reserved"` // writes in flight on every host
+	Reserved int64            `json:"reserved"`
 }
 
 // Other is the sum of the charges.
@@ -149,20 +193,25 @@ func (u QuotaUsage) Other() int64 {
 // Used is the committed total the quota is checked against.
 func (u QuotaUsage) Used() int64 { return u.Files + u.Backups + u.Other() }
 
-// QuotaLedger counts a workspace's bytes for every host, with
-// compare-and-set updates so that racing writers on different hosts never
-// take it past its limit. Reservations belong to the host that made them
-// and are dropped when its heartbeat expires.
+// QuotaLedger guards a workspace's quota for every host. Usage is counted
+// from the records themselves (their bodies and backups), so no crash can
+// make the count disagree with them; the ledger holds what records do not:
+// named charges, and reservations of writes in flight, each owned by a
+// host and dropped when its heartbeat expires. Changes are
+// compare-and-set, so racing writers on different hosts never take a
+// workspace past its limit.
+//
+// A reservation is named by the blob key of the body it is for: once a
+// record refers to that body, the record's size counts and the
+// reservation no longer does, so a write commits without touching the
+// ledger and a crash between the two steps counts nothing twice.
 type QuotaLedger interface {
-	// Reserve adds n bytes to reservation id; QUOTA_EXCEEDED (nothing
-	// reserved) when committed plus reserved bytes would pass limit.
+	// Reserve adds n bytes to reservation id (a blob key); QUOTA_EXCEEDED
+	// (nothing reserved) when usage plus n would pass limit.
 	Reserve(ctx context.Context, ws, id string, n, limit int64) error
-	// Release drops reservation id.
+	// Release drops reservation id; it may happen later, in the
+	// background (a reservation whose body a record holds counts nothing).
 	Release(ctx context.Context, ws, id string) error
-	// Commit drops reservation id (may be "") and applies the deltas to the
-	// committed counters in one step. A change that grows the committed
-	// total past limit is QUOTA_EXCEEDED and changes nothing.
-	Commit(ctx context.Context, ws, id string, files, backups, limit int64) error
 	// Charge sets the named charge to n bytes (0 removes it), checked
 	// against limit like Commit; it returns the previous charge.
 	Charge(ctx context.Context, ws, key string, n, limit int64) (old int64, err error)
@@ -176,8 +225,20 @@ type QuotaLedger interface {
 // the last Seq it saw.
 type EventStream interface {
 	Bus
-	// Publish stores an event and returns it numbered.
-	Publish(ctx context.Context, ws, typ string, data map[string]any) (Event, error)
+	// Publish stores an event and returns it numbered. change names the
+	// change it reports: publishing the same change twice (a host that
+	// took over a dead one's work) stores it once; its Rev is the
+	// metadata revision a subscriber's host must have seen before
+	// delivering the event, so that whoever hears of a change on a host
+	// can read it there.
+	Publish(ctx context.Context, ws, typ string, data map[string]any, change ChangeRef) (Event, error)
+}
+
+// ChangeRef names a change for its event: Key is unique to the change
+// ("" for none) and Rev its metadata revision (0 for none).
+type ChangeRef struct {
+	Key string
+	Rev Revision
 }
 
 // ToolRecord is a saved tool as a backend stores it (the agenttools

@@ -200,6 +200,9 @@ func CompileGlob(pattern string) (*Glob, error) {
 	return &Glob{re: re, baseOnly: !strings.Contains(p, "/")}, nil
 }
 
+// MatchesAll reports whether the pattern matches every name (it is empty).
+func (g *Glob) MatchesAll() bool { return g.re == nil }
+
 // Match reports whether name matches.
 func (g *Glob) Match(name string) bool {
 	if g.re == nil {

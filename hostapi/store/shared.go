@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,26 +19,28 @@ import (
 // (backend.go), for several hosts serving the same workspaces.
 //
 // Write protocol, chosen so that no partial body is ever visible, racing
-// hosts never take a workspace past its quota, and a dead host blocks
-// nobody for longer than its lease:
-//  1. stream the new body into this host's temp directory, hashing it and
-//     reserving quota in the shared ledger as bytes arrive (the reservation
+// hosts never take a workspace past its quota, a dead host blocks nobody
+// for longer than its lease, and no crash makes usage disagree with the
+// files:
+//  1. stream the new body into this host's temp directory and, as it
+//     arrives, into the blob store under a new key, hashing it and
+//     reserving quota under that key in the shared ledger (the reservation
 //     belongs to this host: it goes when the host's heartbeat does);
-//  2. put the body into the blob store under a new key (a body is only
-//     reachable through a record, so an interrupted put is invisible);
+//  2. commit the body in the blob store (until then nothing is readable
+//     under its key);
 //  3. for an existing file, take its lease (one writer per file across all
-//     hosts; this host's writers first queue for its local slot), re-read
-//     the record, then turn the reservation into committed usage in the
-//     ledger (compare-and-set: a change past the quota is refused) and
-//     compare-and-set the record; if the record moved on, give the usage
-//     back;
-//  4. move the new body from the temp directory into this host's body
+//     hosts; this host's writers first queue for its local slot, and the
+//     lease passes between them without a round trip while they queue),
+//     and read its record as of the lease;
+//  4. compare-and-set the record. From that moment the record's size
+//     counts in the usage and the reservation (named by the body's key)
+//     does not, so there is nothing else to commit: the reservation is
+//     dropped in the background;
+//  5. move the new body from the temp directory into this host's body
 //     cache (it is read back without a fetch), drop the replaced body from
-//     the blob store and publish the change event.
-//
-// A crash between the ledger and the record leaves the ledger counting a
-// body that is not there (the safe direction: the quota is never
-// exceeded); fsck reports the difference.
+//     the blob store and publish the change event under the change's key
+//     (if this host dies first, another publishes it: the record names
+//     this host).
 type sharedEngine struct {
 	s     *Store
 	b     Backend
@@ -47,7 +48,23 @@ type sharedEngine struct {
 	// drops are bodies being removed from the blob store after their
 	// change committed (nobody can reach them any more: no need to wait).
 	drops sync.WaitGroup
+
+	slotMu sync.Mutex
+	slots  map[string]*fileSlot
 }
+
+// fileSlot is one file's writers on this host: they take turns on sem, and
+// the remote lease passes from one to the next while they queue (at most
+// maxTurns in a row, so that other hosts get their turn).
+type fileSlot struct {
+	sem     chan struct{}
+	waiting int // writers holding or waiting for sem
+	release func()
+	rev     Revision
+	turns   int
+}
+
+const maxTurns = 8
 
 func openShared(cfg Config) (*Store, error) {
 	b := cfg.Backend
@@ -85,7 +102,7 @@ func openShared(cfg Config) (*Store, error) {
 		s.tmp.close()
 		return nil, apierr.Wrap(apierr.Internal, err, "cannot create the body cache (%s); check the data directory's permissions", ioReason(err))
 	}
-	s.shared = &sharedEngine{s: s, b: *b, cache: cache}
+	s.shared = &sharedEngine{s: s, b: *b, cache: cache, slots: map[string]*fileSlot{}}
 	s.startExpirySweeper(s.shared.sweepExpired)
 	return s, nil
 }
@@ -99,7 +116,7 @@ func (e *sharedEngine) close() error {
 }
 
 // detached is a context for steps that must finish once a change has
-// started (giving back quota, dropping a body), whatever the caller's.
+// started (dropping a body, publishing its event), whatever the caller's.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 }
@@ -127,14 +144,8 @@ func (r FileRecord) expired(now time.Time) bool {
 	return !r.ExpiresOn.IsZero() && !r.ExpiresOn.After(now)
 }
 
-func (r FileRecord) backupSize() int64 {
-	if r.Backup == nil {
-		return 0
-	}
-	return r.Backup.Size
-}
-
-// resolve finds ref (an id or a name) with one or two metadata reads.
+// resolve finds ref (an id or a name) in this host's view of the records
+// (a round trip only when the view does not have it).
 func (e *sharedEngine) resolve(ctx context.Context, ws, ref string) (FileRecord, Revision, error) {
 	ref = strings.TrimSpace(ref)
 	if err := ctx.Err(); err != nil {
@@ -175,10 +186,12 @@ func (e *sharedEngine) list(ctx context.Context, ws string, g *Glob) ([]File, er
 		return nil, err
 	}
 	now := time.Now()
-	out := []File{}
-	for _, r := range recs {
-		if g.Match(r.Name) && !r.expired(now) {
-			out = append(out, *toFile(ws, r))
+	all := g.MatchesAll()
+	out := make([]File, 0, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		if (all || g.Match(r.Name)) && !r.expired(now) {
+			out = append(out, *toFile(ws, *r))
 		}
 	}
 	return out, nil
@@ -191,7 +204,7 @@ func (e *sharedEngine) getBlob(ctx context.Context, key string) (io.ReadCloser, 
 
 // readable pins a local copy of ref's body. A body dropped between the
 // lookup and the fetch (a writer on some host replaced it) sends it back
-// to the record.
+// to the record, as the shared store holds it now.
 func (e *sharedEngine) readable(ctx context.Context, ws, ref string) (FileRecord, string, func(), error) {
 	r, _, err := e.resolve(ctx, ws, ref)
 	if err != nil {
@@ -208,7 +221,7 @@ func (e *sharedEngine) readable(ctx context.Context, ws, ref string) (FileRecord
 			}
 			return r, "", nil, err
 		}
-		now, _, lerr := e.b.Meta.Get(ctx, ws, r.ID)
+		now, _, lerr := e.b.Meta.Latest(ctx, ws, r.ID)
 		if apierr.Is(lerr, apierr.NotFound) {
 			return r, "", nil, apierr.New(apierr.NotFound, "file %q was deleted meanwhile; call files.list() to see the workspace's files", ref)
 		}
@@ -245,18 +258,80 @@ func (e *sharedEngine) view(ctx context.Context, ws, ref string, fn func(f *File
 }
 
 // lease takes file id's writer slot on this host, then its lease across
-// hosts.
-func (e *sharedEngine) lease(ctx context.Context, ws, id string) (func(), error) {
-	local, err := e.s.locks.lockWriter(ctx, ws+"\x00"+id)
-	if err != nil {
-		return nil, err
+// hosts — unless the writer before it on this host kept the lease for it.
+// rev orders the lease after its earlier holders' changes (0 when it came
+// from this host's previous writer, whose changes this host's view has).
+func (e *sharedEngine) lease(ctx context.Context, ws, id string) (func(), Revision, error) {
+	key := ws + "\x00" + id
+	e.slotMu.Lock()
+	sl := e.slots[key]
+	if sl == nil {
+		sl = &fileSlot{sem: make(chan struct{}, 1)}
+		e.slots[key] = sl
 	}
-	remote, err := e.b.Leases.Acquire(ctx, "file/"+ws+"/"+id)
-	if err != nil {
-		local()
-		return nil, err
+	sl.waiting++
+	e.slotMu.Unlock()
+	leave := func() {
+		e.slotMu.Lock()
+		sl.waiting--
+		if sl.waiting == 0 && sl.release == nil {
+			delete(e.slots, key)
+		}
+		e.slotMu.Unlock()
 	}
-	return func() { remote(); local() }, nil
+	select {
+	case sl.sem <- struct{}{}:
+	case <-ctx.Done():
+		leave()
+		return nil, 0, apierr.Wrap(apierr.Of(ctx.Err()).Code, ctx.Err(), "gave up waiting for another write to the same file to finish; try again")
+	}
+	e.slotMu.Lock()
+	held := sl.release != nil
+	e.slotMu.Unlock()
+	var rev Revision
+	if !held {
+		release, r, err := e.b.Leases.Acquire(ctx, ws, id)
+		if err != nil {
+			<-sl.sem
+			leave()
+			return nil, 0, err
+		}
+		e.slotMu.Lock()
+		sl.release, sl.turns = release, 0
+		e.slotMu.Unlock()
+		rev = r
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.slotMu.Lock()
+			sl.waiting--
+			sl.turns++
+			var remote func()
+			if sl.waiting == 0 || sl.turns >= maxTurns {
+				remote, sl.release = sl.release, nil
+			}
+			if sl.waiting == 0 {
+				delete(e.slots, key)
+			}
+			e.slotMu.Unlock()
+			if remote != nil {
+				remote()
+			}
+			<-sl.sem
+		})
+	}, rev, nil
+}
+
+// current reads file id's record under its lease: from this host's view
+// once it has caught up with the lease, or from the shared store.
+func (e *sharedEngine) current(ctx context.Context, ws, id string, rev Revision) (FileRecord, Revision, error) {
+	if e.b.Meta.Sync(ctx, rev) == nil {
+		if r, rv, err := e.b.Meta.Get(ctx, ws, id); err == nil {
+			return r, rv, nil
+		}
+	}
+	return e.b.Meta.Latest(ctx, ws, id)
 }
 
 // writing resolves ref, takes the file's lease and reads its record again
@@ -267,11 +342,11 @@ func (e *sharedEngine) writing(ctx context.Context, ws, ref string) (FileRecord,
 		if err != nil {
 			return r, 0, nil, err
 		}
-		release, err := e.lease(ctx, ws, r.ID)
+		release, lrev, err := e.lease(ctx, ws, r.ID)
 		if err != nil {
 			return r, 0, nil, err
 		}
-		cur, rev, err := e.b.Meta.Get(ctx, ws, r.ID)
+		cur, rev, err := e.current(ctx, ws, r.ID, lrev)
 		switch {
 		case err == nil && cur.expired(time.Now()):
 			release()
@@ -328,49 +403,24 @@ func (e *sharedEngine) release(ws, id string) {
 	e.b.Quota.Release(ctx, ws, id)
 }
 
-// commitQuota turns b's reservation into committed usage.
-func (e *sharedEngine) commitQuota(ctx context.Context, ws string, b *body, files, backups int64) error {
-	id := ""
-	if b != nil {
-		id = b.resID
-	}
-	if err := e.b.Quota.Commit(ctx, ws, id, files, backups, e.limit(ws)); err != nil {
-		return err
-	}
-	if b != nil {
-		b.resID = "" // consumed: nothing to give back
-	}
-	return nil
-}
-
-// giveBack undoes a committed usage change whose record change failed.
-func (e *sharedEngine) giveBack(ctx context.Context, ws string, files, backups int64) {
-	dctx, cancel := detached(ctx)
-	defer cancel()
-	e.b.Quota.Commit(dctx, ws, "", -files, -backups, e.limit(ws))
-}
-
-// storeBody puts a finished body into the blob store under a new key.
+// storeBody commits a finished body in the blob store; it returns its key.
 func (e *sharedEngine) storeBody(ctx context.Context, b *body) (string, error) {
-	key := e.b.HostID + "/" + uuid.NewString()
-	fh, err := os.Open(b.tmp)
-	if err != nil {
-		return "", apierr.Wrap(apierr.FileWriteFailed, err, "reading back the new content failed (%s)", ioReason(err))
+	if b.blob == nil {
+		return "", apierr.New(apierr.Internal, "a body for the shared store was written without its blob")
 	}
-	defer fh.Close()
-	info, err := e.b.Blobs.Put(ctx, key, fh, b.size)
+	info, err := b.blob.Commit(b.size, b.sha256)
+	b.blob = nil
 	if err != nil {
-		e.dropBlob(ctx, key)
 		if cerr := ctx.Err(); cerr != nil {
 			return "", apierr.From(cerr)
 		}
 		return "", apierr.Wrap(apierr.FileWriteFailed, err, "storing the new content in the shared store failed (%v); nothing was changed, try again", err)
 	}
 	if info.Size != b.size || (info.SHA256 != "" && info.SHA256 != b.sha256) {
-		e.dropBlob(ctx, key)
+		e.dropBlob(ctx, b.resID)
 		return "", apierr.New(apierr.FileWriteFailed, "the shared store kept different content than was sent; nothing was changed, try again")
 	}
-	return key, nil
+	return b.resID, nil
 }
 
 func (e *sharedEngine) dropBlob(ctx context.Context, key string) {
@@ -395,22 +445,51 @@ func (e *sharedEngine) dropLater(key string) {
 	}()
 }
 
-// adopt moves a committed body from the temp directory into the cache.
+// adopt moves a committed body from the temp directory into the cache and
+// drops its reservation (the record counts it now).
 func (e *sharedEngine) adopt(b *body) {
 	if unpin, err := e.cache.place(b.tmp, b.sha256, b.size); err == nil {
 		unpin()
 	}
+	e.release(b.ws, b.resID)
+	b.resID = ""
 	b.committed()
 }
 
-func (e *sharedEngine) publish(ctx context.Context, ws, typ string, data map[string]any) {
+// publish stores a change's event. A failure is retried in the background
+// while this host lives; if it dies first, another host publishes the
+// event from the record.
+func (e *sharedEngine) publish(ctx context.Context, ws, typ string, data map[string]any, change ChangeRef) {
 	dctx, cancel := detached(ctx)
 	defer cancel()
-	for attempt := 0; attempt < 3; attempt++ {
-		if _, err := e.b.Events.Publish(dctx, ws, typ, data); err == nil {
-			return
-		}
+	if _, err := e.b.Events.Publish(dctx, ws, typ, data, change); err == nil {
+		return
 	}
+	e.drops.Add(1)
+	go func() {
+		defer e.drops.Done()
+		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+			select {
+			case <-e.s.stop.Done():
+				return // the other hosts repair it
+			case <-time.After(wait):
+			}
+			ctx, cancel := detached(context.Background())
+			_, err := e.b.Events.Publish(ctx, ws, typ, data, change)
+			cancel()
+			if err == nil {
+				return
+			}
+		}
+	}()
+}
+
+func createdEvent(f *File) map[string]any {
+	return map[string]any{"id": f.ID, "name": f.Name, "size": f.Size, "mime_type": f.MimeType, "source_session_id": f.SourceSessionID}
+}
+
+func modifiedEvent(f *File) map[string]any {
+	return map[string]any{"id": f.ID, "name": f.Name, "size": f.Size, "modified_on": formatTime(f.ModifiedOn)}
 }
 
 func (e *sharedEngine) create(ctx context.Context, w *Workspace, name string, opt CreateOptions, src io.Reader) (*File, error) {
@@ -472,13 +551,10 @@ func (e *sharedEngine) create(ctx context.Context, w *Workspace, name string, op
 			r := FileRecord{
 				ID: uuid.NewString(), Name: name, MimeType: pickMIME(b.head, name, opt.MimeType), Size: b.size,
 				SHA256: b.sha256, Blob: key, Source: source, SourceSessionID: actorOf(ctx).Session,
-				CreatedOn: now, ModifiedOn: now, ExpiresOn: expires,
+				CreatedOn: now, ModifiedOn: now, ExpiresOn: expires, Host: e.b.HostID, Change: EventCreated,
 			}
-			if err := e.commitQuota(ctx, ws, b, r.Size, 0); err != nil {
-				return nil, err
-			}
-			if _, err := e.b.Meta.Create(ctx, ws, r); err != nil {
-				e.giveBack(ctx, ws, r.Size, 0)
+			rev, err := e.b.Meta.Create(ctx, ws, r)
+			if err != nil {
 				if !apierr.Is(err, apierr.AlreadyExists) {
 					return nil, err
 				}
@@ -496,17 +572,15 @@ func (e *sharedEngine) create(ctx context.Context, w *Workspace, name string, op
 			done = true
 			e.adopt(b)
 			f := toFile(ws, r)
-			e.publish(ctx, ws, EventCreated, map[string]any{
-				"id": f.ID, "name": f.Name, "size": f.Size, "mime_type": f.MimeType, "source_session_id": f.SourceSessionID,
-			})
+			e.publish(ctx, ws, EventCreated, createdEvent(f), ChangeRef{Key: FileChangeKey(ws, f.ID, rev), Rev: rev})
 			w.record(ctx, f, "created")
 			return f, nil
 		}
-		release, err := e.lease(ctx, ws, cur.ID)
+		release, lrev, err := e.lease(ctx, ws, cur.ID)
 		if err != nil {
 			return nil, err
 		}
-		now, rev, err := e.b.Meta.Get(ctx, ws, cur.ID)
+		now, rev, err := e.current(ctx, ws, cur.ID, lrev)
 		if err != nil || now.Name != name {
 			release()
 			if err != nil && !apierr.Is(err, apierr.NotFound) {
@@ -539,22 +613,19 @@ func (e *sharedEngine) commitBody(ctx context.Context, w *Workspace, cur FileRec
 		nf.MimeType = cur.MimeType
 	}
 	nf.ModifiedOn = time.Now()
+	nf.Host, nf.Change = e.b.HostID, EventModified
 	if expires != nil {
 		nf.ExpiresOn = *expires
 	}
-	dFiles, dBackups, drop := nf.Size-cur.Size, int64(0), ""
+	drop := ""
 	if cur.Backup == nil {
 		bk := cur.body()
 		nf.Backup = &bk
-		dBackups = cur.Size
 	} else {
 		drop = cur.Blob
 	}
-	if err := e.commitQuota(ctx, ws, b, dFiles, dBackups); err != nil {
-		return nil, err
-	}
-	if _, err := e.b.Meta.Update(ctx, ws, cur, nf, rev); err != nil {
-		e.giveBack(ctx, ws, dFiles, dBackups)
+	nrev, err := e.b.Meta.Update(ctx, ws, cur, nf, rev)
+	if err != nil {
 		if errors.Is(err, ErrConflict) || apierr.Is(err, apierr.NotFound) {
 			return nil, apierr.Wrap(apierr.FileWriteFailed, err, "file %q changed or was deleted on another host during the write; try again", cur.Name)
 		}
@@ -563,9 +634,7 @@ func (e *sharedEngine) commitBody(ctx context.Context, w *Workspace, cur FileRec
 	e.adopt(b)
 	e.dropLater(drop)
 	f := toFile(ws, nf)
-	e.publish(ctx, ws, EventModified, map[string]any{
-		"id": f.ID, "name": f.Name, "size": f.Size, "modified_on": formatTime(f.ModifiedOn),
-	})
+	e.publish(ctx, ws, EventModified, modifiedEvent(f), ChangeRef{Key: FileChangeKey(ws, f.ID, nrev), Rev: nrev})
 	w.record(ctx, f, "modified")
 	return f, nil
 }
@@ -633,20 +702,37 @@ func (e *sharedEngine) delete(ctx context.Context, w *Workspace, ref string) err
 
 // deleteRecord removes cur (read at rev, under its lease) with its bodies.
 func (e *sharedEngine) deleteRecord(ctx context.Context, ws string, cur FileRecord, rev Revision) (*File, error) {
-	if err := e.b.Meta.Delete(ctx, ws, cur, rev); err != nil {
+	drev, err := e.b.Meta.Delete(ctx, ws, cur, rev)
+	if err != nil {
 		if errors.Is(err, ErrConflict) {
 			return nil, apierr.Wrap(apierr.FileWriteFailed, err, "file %q changed or was deleted on another host meanwhile; try again", cur.Name)
 		}
 		return nil, err
 	}
-	// Freeing space after the record is gone errs on the safe side.
-	e.giveBack(ctx, ws, cur.Size, cur.backupSize())
 	e.dropLater(cur.Blob)
 	if cur.Backup != nil {
 		e.dropLater(cur.Backup.Blob)
 	}
-	e.publish(ctx, ws, EventDeleted, map[string]any{"id": cur.ID})
+	e.publish(ctx, ws, EventDeleted, map[string]any{"id": cur.ID}, ChangeRef{Key: FileChangeKey(ws, cur.ID, drev), Rev: drev})
 	return toFile(ws, cur), nil
+}
+
+// update replaces cur (read at rev, under its lease) by nf and publishes
+// file:modified.
+func (e *sharedEngine) update(ctx context.Context, w *Workspace, cur, nf FileRecord, rev Revision) (*File, error) {
+	nf.ModifiedOn = time.Now()
+	nf.Host, nf.Change = e.b.HostID, EventModified
+	nrev, err := e.b.Meta.Update(ctx, w.name, cur, nf, rev)
+	if err != nil {
+		if errors.Is(err, ErrConflict) {
+			return nil, apierr.Wrap(apierr.FileWriteFailed, err, "file %q changed on another host meanwhile; try again", cur.Name)
+		}
+		return nil, err
+	}
+	f := toFile(w.name, nf)
+	e.publish(ctx, w.name, EventModified, modifiedEvent(f), ChangeRef{Key: FileChangeKey(w.name, f.ID, nrev), Rev: nrev})
+	w.record(ctx, f, "modified")
+	return f, nil
 }
 
 func (e *sharedEngine) rename(ctx context.Context, w *Workspace, ref, name string) (*File, error) {
@@ -659,22 +745,12 @@ func (e *sharedEngine) rename(ctx context.Context, w *Workspace, ref, name strin
 		return toFile(w.name, cur), nil
 	}
 	nf := cur
-	nf.Name, nf.ModifiedOn = name, time.Now()
-	if _, err := e.b.Meta.Update(ctx, w.name, cur, nf, rev); err != nil {
-		switch {
-		case apierr.Is(err, apierr.AlreadyExists):
-			return nil, apierr.New(apierr.AlreadyExists, "file %q already exists; delete it first or choose another name", name)
-		case errors.Is(err, ErrConflict):
-			return nil, apierr.Wrap(apierr.FileWriteFailed, err, "file %q changed on another host meanwhile; try again", cur.Name)
-		}
-		return nil, err
+	nf.Name = name
+	f, err := e.update(ctx, w, cur, nf, rev)
+	if apierr.Is(err, apierr.AlreadyExists) {
+		return nil, apierr.New(apierr.AlreadyExists, "file %q already exists; delete it first or choose another name", name)
 	}
-	f := toFile(w.name, nf)
-	e.publish(ctx, w.name, EventModified, map[string]any{
-		"id": f.ID, "name": f.Name, "size": f.Size, "modified_on": formatTime(f.ModifiedOn),
-	})
-	w.record(ctx, f, "modified")
-	return f, nil
+	return f, err
 }
 
 func (e *sharedEngine) revert(ctx context.Context, w *Workspace, ref string) (*File, error) {
@@ -689,25 +765,12 @@ func (e *sharedEngine) revert(ctx context.Context, w *Workspace, ref string) (*F
 	bk := *cur.Backup
 	nf := cur
 	nf.Blob, nf.Size, nf.SHA256, nf.MimeType = bk.Blob, bk.Size, bk.SHA256, bk.MimeType
-	nf.Backup, nf.ModifiedOn = nil, time.Now()
-	dFiles, dBackups := bk.Size-cur.Size, -bk.Size
-	if err := e.commitQuota(ctx, w.name, nil, dFiles, dBackups); err != nil {
-		return nil, err
+	nf.Backup = nil
+	f, err := e.update(ctx, w, cur, nf, rev)
+	if err == nil {
+		e.dropLater(cur.Blob)
 	}
-	if _, err := e.b.Meta.Update(ctx, w.name, cur, nf, rev); err != nil {
-		e.giveBack(ctx, w.name, dFiles, dBackups)
-		if errors.Is(err, ErrConflict) {
-			return nil, apierr.Wrap(apierr.FileWriteFailed, err, "file %q changed on another host meanwhile; try again", cur.Name)
-		}
-		return nil, err
-	}
-	e.dropLater(cur.Blob)
-	f := toFile(w.name, nf)
-	e.publish(ctx, w.name, EventModified, map[string]any{
-		"id": f.ID, "name": f.Name, "size": f.Size, "modified_on": formatTime(f.ModifiedOn),
-	})
-	w.record(ctx, f, "modified")
-	return f, nil
+	return f, err
 }
 
 // sweepExpired deletes expired files of every workspace.
@@ -730,43 +793,35 @@ func (e *sharedEngine) sweepExpired(ctx context.Context, now time.Time) {
 func (e *sharedEngine) deleteExpired(ctx context.Context, ws, id string) {
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	release, err := e.lease(lctx, ws, id)
+	release, lrev, err := e.lease(lctx, ws, id)
 	if err != nil {
 		return
 	}
 	defer release()
-	cur, rev, err := e.b.Meta.Get(lctx, ws, id)
+	cur, rev, err := e.current(lctx, ws, id, lrev)
 	if err != nil || !cur.expired(time.Now()) {
 		return
 	}
 	e.deleteRecord(lctx, ws, cur, rev)
 }
 
-// fsck checks every record of a shared backend against the blob store and
-// the quota ledger. With repair, a record whose body is gone falls back to
-// its backup or is dropped, a missing backup is forgotten, and a ledger
-// that disagrees with the records is set to them (run it while the
-// workspaces are idle: writes in flight make the ledger differ for a
-// moment).
+// fsck checks every record of a shared backend against the blob store.
+// With repair, a record whose body is gone falls back to its backup or is
+// dropped, and a missing backup is forgotten. (Usage is counted from the
+// records, so it cannot disagree with them; what crashed hosts leave in
+// the blob store is removed by the backend's janitor.)
 func (e *sharedEngine) fsck(ctx context.Context, repair bool) (*FsckReport, error) {
 	rep := &FsckReport{Problems: []Problem{}}
 	all, err := e.b.Meta.All(ctx)
 	if err != nil {
 		return nil, err
 	}
-	type totals struct{ files, backups int64 }
-	sums := map[string]*totals{}
 	for _, wr := range all {
 		if err := ctx.Err(); err != nil {
 			return nil, apierr.From(err)
 		}
 		rep.FilesChecked++
 		ws, r := wr.Workspace, wr.Record
-		t := sums[ws]
-		if t == nil {
-			t = &totals{}
-			sums[ws] = t
-		}
 		_, err := e.b.Blobs.Stat(ctx, r.Blob)
 		if apierr.Is(err, apierr.NotFound) {
 			p := Problem{Kind: "missing_body", FileID: r.ID, Name: r.Name, Path: r.Blob, Detail: "the record refers to a body the shared store does not hold"}
@@ -776,7 +831,6 @@ func (e *sharedEngine) fsck(ctx context.Context, repair bool) (*FsckReport, erro
 			rep.Problems = append(rep.Problems, p)
 			continue
 		}
-		t.files += r.Size
 		if r.Backup == nil {
 			continue
 		}
@@ -786,46 +840,30 @@ func (e *sharedEngine) fsck(ctx context.Context, repair bool) (*FsckReport, erro
 				p.Repaired = e.forgetBackup(ctx, ws, r.ID) == nil
 			}
 			rep.Problems = append(rep.Problems, p)
-			continue
 		}
-		t.backups += r.Backup.Size
-	}
-	for ws, t := range sums {
-		u, err := e.b.Quota.Usage(ctx, ws)
-		if err != nil || (u.Files == t.files && u.Backups == t.backups) {
-			continue
-		}
-		p := Problem{Kind: "quota_mismatch", Detail: fmt.Sprintf("workspace %q: the ledger counts %d bytes of files and %d of backups, the records %d and %d",
-			ws, u.Files, u.Backups, t.files, t.backups)}
-		if repair {
-			p.Repaired = e.b.Quota.Commit(ctx, ws, "", t.files-u.Files, t.backups-u.Backups, 1<<62) == nil
-		}
-		rep.Problems = append(rep.Problems, p)
 	}
 	return rep, nil
 }
 
 // repairBody points a record whose body is gone at its backup, or drops it.
 func (e *sharedEngine) repairBody(ctx context.Context, ws, id string) error {
-	release, err := e.lease(ctx, ws, id)
+	release, lrev, err := e.lease(ctx, ws, id)
 	if err != nil {
 		return err
 	}
 	defer release()
-	cur, rev, err := e.b.Meta.Get(ctx, ws, id)
+	cur, rev, err := e.current(ctx, ws, id, lrev)
 	if err != nil {
 		return err
 	}
+	w := e.s.Workspace(ws)
 	if cur.Backup != nil {
 		if _, err := e.b.Blobs.Stat(ctx, cur.Backup.Blob); err == nil {
 			nf := cur
 			bk := *cur.Backup
 			nf.Blob, nf.Size, nf.SHA256, nf.MimeType, nf.Backup = bk.Blob, bk.Size, bk.SHA256, bk.MimeType, nil
-			if _, err := e.b.Meta.Update(ctx, ws, cur, nf, rev); err != nil {
-				return err
-			}
-			e.giveBack(ctx, ws, cur.Size-bk.Size, bk.Size)
-			return nil
+			_, err := e.update(ctx, w, cur, nf, rev)
+			return err
 		}
 	}
 	_, err = e.deleteRecord(ctx, ws, cur, rev)
@@ -834,20 +872,17 @@ func (e *sharedEngine) repairBody(ctx context.Context, ws, id string) error {
 
 // forgetBackup clears a record's missing backup.
 func (e *sharedEngine) forgetBackup(ctx context.Context, ws, id string) error {
-	release, err := e.lease(ctx, ws, id)
+	release, lrev, err := e.lease(ctx, ws, id)
 	if err != nil {
 		return err
 	}
 	defer release()
-	cur, rev, err := e.b.Meta.Get(ctx, ws, id)
+	cur, rev, err := e.current(ctx, ws, id, lrev)
 	if err != nil || cur.Backup == nil {
 		return err
 	}
 	nf := cur
 	nf.Backup = nil
-	if _, err := e.b.Meta.Update(ctx, ws, cur, nf, rev); err != nil {
-		return err
-	}
-	e.giveBack(ctx, ws, 0, cur.Backup.Size)
-	return nil
+	_, err = e.update(ctx, e.s.Workspace(ws), cur, nf, rev)
+	return err
 }

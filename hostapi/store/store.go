@@ -346,6 +346,9 @@ const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
 
+// FormatTime writes a time the way events and metadata carry it.
+func FormatTime(t time.Time) string { return formatTime(t) }
+
 func parseTime(s string) time.Time {
 	t, _ := time.Parse(timeLayout, s)
 	return t

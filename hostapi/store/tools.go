@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
@@ -49,10 +50,12 @@ func (t *ToolStore) Watch(fn func(ToolChange)) (stop func()) {
 		return cancel
 	}
 	done := make(chan struct{})
+	// Subscribe before returning, so that no change made after Watch
+	// returns is missed.
+	ch, unsubscribe := t.s.events.subscribeAll()
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			ch, unsubscribe := t.s.events.subscribeAll()
 			if ch == nil {
 				return // the store is closing
 			}
@@ -68,6 +71,7 @@ func (t *ToolStore) Watch(fn func(ToolChange)) (stop func()) {
 			}
 			// Closed: the store is closing, stop was called, or fn was
 			// too slow for a burst of events; follow again.
+			ch, unsubscribe = t.s.events.subscribeAll()
 		}
 	}()
 	return func() { cancel(); <-done }
@@ -184,9 +188,10 @@ func (t *ToolStore) saveShared(ctx context.Context, sh *sharedEngine, ws string,
 		if err != nil {
 			return tool, err
 		}
-		_, err = sh.b.Tools.Put(ctx, ws, tool, rev)
+		nrev, err := sh.b.Tools.Put(ctx, ws, tool, rev)
 		if err == nil {
-			sh.publish(ctx, ws, EventToolChanged, map[string]any{"name": tool.Name, "version": int64(tool.Version), "deleted": false})
+			sh.publish(ctx, ws, EventToolChanged, map[string]any{"name": tool.Name, "version": int64(tool.Version), "deleted": false},
+				ChangeRef{Key: "tool/" + ws + "/" + tool.Name + "/" + strconv.FormatUint(nrev, 10)})
 			return tool, nil
 		}
 		// Put the charge back as it was, then retry on a lost race.
@@ -218,7 +223,8 @@ func (t *ToolStore) Delete(ctx context.Context, ws, name string) error {
 				return err
 			}
 			sh.b.Quota.Charge(ctx, ws, ToolChargeKey(name), 0, t.s.WorkspaceLimit(ws))
-			sh.publish(ctx, ws, EventToolChanged, map[string]any{"name": name, "version": int64(cur.Version), "deleted": true})
+			sh.publish(ctx, ws, EventToolChanged, map[string]any{"name": name, "version": int64(cur.Version), "deleted": true},
+				ChangeRef{Key: "tool/" + ws + "/" + name + "/" + strconv.FormatUint(rev, 10) + "/deleted"})
 			return nil
 		}
 	}

@@ -33,8 +33,11 @@ type BodyWriter struct {
 	err    error
 	done   bool
 	flight func() // ends the write's registration with the store
-	// resID names the reservation in a shared backend's quota ledger.
+	// resID names the reservation in a shared backend's quota ledger:
+	// it is the key the body gets in the blob store, where blob streams
+	// it as it arrives.
 	resID string
+	blob  BlobWriter
 }
 
 func (s *Store) newBodyWriter(ws string) (*BodyWriter, error) {
@@ -48,8 +51,14 @@ func (s *Store) newBodyWriter(ws string) (*BodyWriter, error) {
 		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "cannot create a temporary file (%s); check the server's disk", ioReason(err))
 	}
 	bw := &BodyWriter{s: s, ws: ws, f: f, tmp: f.Name(), h: sha256.New(), flight: flight}
-	if s.shared != nil {
-		bw.resID = uuid.NewString()
+	if sh := s.shared; sh != nil {
+		bw.resID = sh.b.HostID + "/" + uuid.NewString()
+		if bw.blob, err = sh.b.Blobs.Create(s.stop, bw.resID); err != nil {
+			f.Close()
+			os.Remove(bw.tmp)
+			flight()
+			return nil, err
+		}
 	}
 	return bw, nil
 }
@@ -97,6 +106,12 @@ func (b *BodyWriter) Write(p []byte) (int, error) {
 		b.err = apierr.Wrap(apierr.FileWriteFailed, err, "writing the new content failed (%s); check the server's disk", ioReason(err))
 		return n, b.err
 	}
+	if b.blob != nil {
+		if _, err := b.blob.Write(p[:n]); err != nil {
+			b.err = apierr.Wrap(apierr.FileWriteFailed, err, "sending the new content to the shared store failed (%v); nothing was changed, try again", err)
+			return n, b.err
+		}
+	}
 	return n, nil
 }
 
@@ -113,7 +128,8 @@ type body struct {
 	sha256   string
 	head     []byte
 	reserved int64
-	resID    string // shared backend: the reservation in the quota ledger
+	resID    string     // shared backend: the reservation and the blob key
+	blob     BlobWriter // shared backend: the body on its way, until committed
 
 	once   sync.Once
 	flight func()
@@ -126,7 +142,9 @@ func (b *BodyWriter) finish() (*body, error) {
 		b.abort()
 		return nil, b.err
 	}
-	if err := b.f.Sync(); err != nil {
+	// On a shared backend the blob store keeps the body durably; the temp
+	// file only becomes this host's cached copy.
+	if err := b.syncLocal(); err != nil {
 		b.abort()
 		return nil, apierr.Wrap(apierr.FileWriteFailed, err, "saving the new content failed (%s); check the server's disk", ioReason(err))
 	}
@@ -136,7 +154,14 @@ func (b *BodyWriter) finish() (*body, error) {
 	}
 	b.done = true
 	return &body{s: b.s, ws: b.ws, tmp: b.tmp, size: b.n, sha256: hex.EncodeToString(b.h.Sum(nil)),
-		head: b.head, reserved: b.reserved, flight: b.flight, resID: b.resID}, nil
+		head: b.head, reserved: b.reserved, flight: b.flight, resID: b.resID, blob: b.blob}, nil
+}
+
+func (b *BodyWriter) syncLocal() error {
+	if b.blob != nil {
+		return nil
+	}
+	return b.f.Sync()
 }
 
 // abort drops the temp file and gives back the reserved quota.
@@ -147,6 +172,9 @@ func (b *BodyWriter) abort() {
 	b.done = true
 	b.f.Close()
 	os.Remove(b.tmp)
+	if b.blob != nil {
+		b.blob.Abort()
+	}
 	if b.s.shared != nil {
 		b.s.shared.release(b.ws, b.resID)
 	} else {
@@ -182,6 +210,9 @@ func (b *body) discard() {
 	b.once.Do(func() {
 		if !b.placed {
 			os.Remove(b.tmp)
+			if b.blob != nil {
+				b.blob.Abort()
+			}
 			if b.s.shared != nil {
 				b.s.shared.release(b.ws, b.resID)
 			} else {

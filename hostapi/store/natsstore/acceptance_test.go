@@ -62,6 +62,11 @@ func TestTwoHostsShareWorkspace(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A client of A hears of the edit from A's stream; once it has, A
+	// serves the edit (events wait for the host's view of the change).
+	if e := storetest.Next(t, fromA); e.Type != store.EventModified || e.Data["id"] != f.ID {
+		t.Fatalf("A saw %+v", e)
+	}
 	got := storetest.Read(t, a.Workspace("default"), f.ID)
 	if !strings.HasSuffix(got, "edited on B") || len(got) != len(body)+11 {
 		t.Fatalf("A read %d bytes after B's edit", len(got))

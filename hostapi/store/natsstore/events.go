@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,8 +23,16 @@ import (
 // carries the Seq of the workspace's previous event (publishing is a
 // compare-and-set on the subject's last sequence), which is how a
 // resuming subscriber learns that events it asked for were trimmed.
+//
+// An event also carries the metadata revision of its change: a host
+// delivers it to its subscribers only once its view of the metadata has
+// that revision, so whoever hears of a change on a host reads it there.
+// Publishing carries the change's key as the message id, so the same
+// change published twice (a host publishing a dead host's event, see
+// repair.go) is stored once.
 type events struct {
-	c *conn
+	c  *conn
+	ix *index
 
 	mu   sync.Mutex        // serialises this host's publishes per store
 	last map[string]uint64 // workspace subject → last sequence seen
@@ -34,6 +43,7 @@ var _ store.EventStream = (*events)(nil)
 const (
 	hdrType = "Metaclaw-Type"
 	hdrPrev = "Metaclaw-Prev"
+	hdrRev  = "Metaclaw-Rev"
 )
 
 type eventBody struct {
@@ -55,7 +65,7 @@ func (ev *events) lastSeq(ctx context.Context, subj string) (uint64, error) {
 	return m.Sequence, nil
 }
 
-func (ev *events) Publish(ctx context.Context, ws, typ string, data map[string]any) (store.Event, error) {
+func (ev *events) Publish(ctx context.Context, ws, typ string, data map[string]any, change store.ChangeRef) (store.Event, error) {
 	subj := ev.subject(ws)
 	now := time.Now().UTC()
 	payload, err := json.Marshal(eventBody{Time: now, Data: data})
@@ -75,14 +85,28 @@ func (ev *events) Publish(ctx context.Context, ws, typ string, data map[string]a
 		msg.Data = payload
 		msg.Header.Set(hdrType, typ)
 		msg.Header.Set(hdrPrev, strconv.FormatUint(prev, 10))
-		ack, err := ev.c.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(prev))
+		if change.Rev != 0 {
+			msg.Header.Set(hdrRev, strconv.FormatUint(change.Rev, 10))
+		}
+		opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(prev)}
+		if change.Key != "" {
+			opts = append(opts, jetstream.WithMsgID(change.Key))
+		}
+		ack, err := ev.c.js.PublishMsg(ctx, msg, opts...)
 		if err == nil {
-			ev.last[subj] = ack.Sequence
+			if !ack.Duplicate {
+				ev.last[subj] = ack.Sequence
+			}
 			return store.Event{Seq: ack.Sequence, Type: typ, Workspace: ws, Time: now, Data: data}, nil
 		}
 		delete(ev.last, subj)
 		if !isWrongRevision(err) || attempt == 20 {
 			return store.Event{}, unavailable("publishing a change event", err)
+		}
+		// Another host published meanwhile; the error says the subject's
+		// last sequence, which saves asking for it.
+		if seq, ok := lastSequenceOf(err); ok {
+			ev.last[subj] = seq
 		}
 	}
 }
@@ -135,6 +159,11 @@ func (ev *events) Subscribe(ws string, after uint64) (<-chan store.Event, func()
 			e, prev, ok := decodeEvent(ws, m)
 			if !ok {
 				continue
+			}
+			if rev, _ := strconv.ParseUint(m.Headers().Get(hdrRev), 10, 64); rev != 0 {
+				// Deliver once this host's view has the change (bounded:
+				// a view that is behind must not hold events up).
+				ev.ix.waitFor(ctx, rev, time.Second)
 			}
 			if first {
 				first = false
@@ -209,4 +238,21 @@ func canonicalNumbers(v any) any {
 		return x
 	}
 	return v
+}
+
+// lastSequenceOf reads the subject's last sequence from a "wrong last
+// sequence: N" error.
+func lastSequenceOf(err error) (uint64, bool) {
+	msg := err.Error()
+	i := strings.LastIndex(msg, "wrong last sequence: ")
+	if i < 0 {
+		return 0, false
+	}
+	rest := msg[i+len("wrong last sequence: "):]
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	n, err := strconv.ParseUint(rest[:j], 10, 64)
+	return n, err == nil && j > 0
 }

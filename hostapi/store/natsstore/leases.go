@@ -2,8 +2,6 @@ package natsstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"time"
@@ -16,12 +14,13 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi/store"
 )
 
-// leases are entries of the locks bucket. Taking one is creating its key
-// (compare-and-set on "does not exist"); giving it back is deleting it at
-// the revision it was created with. A lease whose holder's heartbeat has
-// expired is taken over, so a dead host blocks nobody for longer than the
-// lease time. Waiters wake on the key's delete message, and check again
-// at least every poll interval for a holder that died.
+// leases are keys of the files bucket (<ws>.l.<id>). Taking one is
+// creating its key (compare-and-set on "does not exist"); giving it back
+// is deleting it at the revision it was created with. A lease whose
+// holder's heartbeat has expired is taken over, so a dead host blocks
+// nobody for longer than the lease time. Waiters wake on the key's delete
+// message, and check again at least every poll interval for a holder that
+// died.
 type leases struct{ c *conn }
 
 var _ store.Leases = (*leases)(nil)
@@ -32,50 +31,57 @@ type leaseValue struct {
 	Since time.Time `json:"since"`
 }
 
-func leaseKey(key string) string {
-	h := sha256.Sum256([]byte(key))
-	return "l." + hex.EncodeToString(h[:20])
-}
+func leaseKey(ws, id string) string { return wsKey(ws) + ".l." + id }
 
-func (l *leases) Acquire(ctx context.Context, key string) (func(), error) {
-	k := leaseKey(key)
+func (l *leases) Acquire(ctx context.Context, ws, id string) (func(), store.Revision, error) {
+	k := leaseKey(ws, id)
 	val, _ := json.Marshal(leaseValue{Host: l.c.hostID, Token: uuid.NewString(), Since: time.Now().UTC()})
-	// Deletes of the key arrive on its subject: subscribe before the
-	// first try so that no release is missed.
-	wake := make(chan *nats.Msg, 1)
-	sub, err := l.c.nc.ChanSubscribe("$KV."+l.c.locks.Bucket()+"."+k, wake)
-	if err != nil {
-		return nil, unavailable("taking a file lease", err)
-	}
-	defer sub.Unsubscribe()
+	var (
+		wake chan *nats.Msg
+		sub  *nats.Subscription
+	)
+	defer func() {
+		if sub != nil {
+			sub.Unsubscribe()
+		}
+	}()
 	poll := min(l.c.cfg.LeaseTime/4, 100*time.Millisecond)
 	for {
-		rev, err := l.c.locks.Create(ctx, k, val)
+		rev, err := l.c.files.Create(ctx, k, val)
 		if err == nil {
-			return l.releaser(k, rev), nil
+			return l.releaser(k, rev), rev, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			if ctx.Err() != nil {
-				return nil, l.gaveUp(ctx)
+				return nil, 0, l.gaveUp(ctx)
 			}
-			return nil, unavailable("taking a file lease", err)
+			return nil, 0, unavailable("taking a file lease", err)
 		}
-		cur, err := l.c.locks.Get(ctx, k)
+		if sub == nil {
+			// Deletes of the key arrive on its subject: subscribe, then
+			// try again at once so that no release is missed.
+			wake = make(chan *nats.Msg, 1)
+			if sub, err = l.c.nc.ChanSubscribe("$KV."+l.c.files.Bucket()+"."+k, wake); err != nil {
+				return nil, 0, unavailable("taking a file lease", err)
+			}
+			continue
+		}
+		cur, err := l.c.files.Get(ctx, k)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			continue // released meanwhile
 		case err != nil:
 			if ctx.Err() != nil {
-				return nil, l.gaveUp(ctx)
+				return nil, 0, l.gaveUp(ctx)
 			}
-			return nil, unavailable("taking a file lease", err)
+			return nil, 0, unavailable("taking a file lease", err)
 		}
 		var holder leaseValue
 		json.Unmarshal(cur.Value(), &holder)
 		if !l.c.isAlive(ctx, holder.Host) {
 			// Its host is gone: take the lease over (only one waiter wins
 			// this delete; the others see the key change and retry).
-			l.c.locks.Delete(ctx, k, jetstream.LastRevision(cur.Revision()))
+			l.c.files.Delete(ctx, k, jetstream.LastRevision(cur.Revision()))
 			continue
 		}
 		t := time.NewTimer(poll)
@@ -84,7 +90,7 @@ func (l *leases) Acquire(ctx context.Context, key string) (func(), error) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, l.gaveUp(ctx)
+			return nil, 0, l.gaveUp(ctx)
 		}
 		t.Stop()
 	}
@@ -104,6 +110,6 @@ func (l *leases) releaser(k string, rev uint64) func() {
 		ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.Timeout)
 		defer cancel()
 		// At our revision only: a lease taken over meanwhile is not ours.
-		l.c.locks.Delete(ctx, k, jetstream.LastRevision(rev))
+		l.c.files.Delete(ctx, k, jetstream.LastRevision(rev))
 	}
 }

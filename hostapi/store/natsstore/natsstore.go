@@ -1,9 +1,13 @@
 // Package natsstore is the shared backend of the store on NATS JetStream,
 // for several metaclaw hosts serving the same workspaces (issue 15, seed
-// 003): bodies in an object store bucket, file metadata, per-file leases,
-// quota ledgers and saved tools in key-value buckets (compare-and-set on
-// revisions everywhere), change events on a stream so that a client
-// resumes on any host.
+// 003): bodies in an object store bucket; file metadata, name claims,
+// per-file leases and quota ledgers in one key-value bucket that every
+// host follows (index.go), saved tools in another (compare-and-set on
+// revisions everywhere); change events on a stream so that a client
+// resumes on any host. What a crash can leave behind — a dead host's
+// event, reservation, lease, half-stored body, unreferenced body,
+// unclaimed record or delete marker — is repaired or removed by the
+// others (repair.go, janitor.go).
 //
 //	b, err := natsstore.Open(ctx, natsstore.Config{URL: "nats://n1:4222,nats://n2:4222", CredsFile: "metaclaw.creds"})
 //	st, err := store.Open(store.Config{Dir: "data", Backend: b})
@@ -55,6 +59,13 @@ type Config struct {
 	// EventHistory is how many events per workspace the event stream
 	// keeps for resuming clients; default 10,000.
 	EventHistory int
+	// JanitorInterval is how often this host looks for what crashed hosts
+	// left behind (default 1 min; every host does, at random offsets).
+	JanitorInterval time.Duration
+	// OrphanAge is how old an unreferenced body of a live host must be
+	// before the janitor removes it (default 1 h: a write in progress
+	// holds its body that long at most).
+	OrphanAge time.Duration
 	// Timeout bounds one request to NATS; default 10 s.
 	Timeout time.Duration
 	// Name labels this host's connection (monitoring).
@@ -74,13 +85,18 @@ type conn struct {
 	srv    *server.Server // embedded server, if any
 	hostID string
 
-	files, locks, hosts, quota, tools jetstream.KeyValue
-	bodies                            jetstream.ObjectStore
-	events                            jetstream.Stream
-	eventsName, eventsSubj            string
+	files, hosts, tools    jetstream.KeyValue
+	bodies                 jetstream.ObjectStore
+	bodiesStream           jetstream.Stream
+	bodiesName             string
+	events                 jetstream.Stream
+	eventsName, eventsSubj string
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+	// bg are background steps (a tombstone's removal, a release), each
+	// bounded by the timeout; Close waits for them.
+	bg sync.WaitGroup
 
 	aliveMu sync.Mutex
 	alive   map[string]time.Time // hosts seen alive, until when to trust it
@@ -107,6 +123,12 @@ func Open(ctx context.Context, cfg Config) (*store.Backend, error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name = "metaclaw"
+	}
+	if cfg.JanitorInterval <= 0 {
+		cfg.JanitorInterval = time.Minute
+	}
+	if cfg.OrphanAge <= 0 {
+		cfg.OrphanAge = time.Hour
 	}
 	c := &conn{cfg: cfg, hostID: uuid.NewString(), stop: make(chan struct{}), alive: map[string]time.Time{}}
 	opts := []nats.Option{
@@ -156,23 +178,38 @@ func Open(ctx context.Context, cfg Config) (*store.Backend, error) {
 		c.closeConn()
 		return nil, err
 	}
-	meta, err := newMeta(ctx, c)
+	c.wg.Add(1)
+	go c.heartbeat()
+	ix, err := newIndex(ctx, c)
 	if err != nil {
 		c.closeConn()
 		return nil, err
 	}
-	c.wg.Add(1)
-	go c.heartbeat()
+	ev := &events{c: c, ix: ix, last: map[string]uint64{}}
+	rp := newRepair(c, ev)
+	ix.mu.Lock()
+	ix.observe = rp.observe
+	ix.mu.Unlock()
+	bl := &blobs{c: c}
+	lg := &ledger{c: c, ix: ix, pending: map[string]map[string]bool{}, flushes: map[string]bool{}}
+	jn := &janitor{c: c, ix: ix, blobs: bl, ledger: lg, seen: map[string]int64{}}
+	c.wg.Add(2)
+	go rp.run()
+	go jn.run()
 	return &store.Backend{
-		Blobs:  &blobs{c: c},
-		Meta:   meta,
+		Blobs:  bl,
+		Meta:   &meta{c: c, ix: ix, kv: c.files},
 		Leases: &leases{c: c},
-		Quota:  &ledger{c: c},
-		Events: &events{c: c, last: map[string]uint64{}},
+		Quota:  lg,
+		Events: ev,
 		Tools:  &tools{c: c},
 		HostID: c.hostID,
 		Close: func() error {
-			meta.close()
+			// Stop the loops, finish the background steps, then stop
+			// following the bucket.
+			c.stopLoops()
+			c.bg.Wait()
+			ix.close()
 			c.closeConn()
 			return nil
 		},
@@ -208,16 +245,10 @@ func (c *conn) setup(ctx context.Context) error {
 		return b, nil
 	}
 	var err error
-	if c.files, err = kv("files", "metaclaw file metadata and name claims", 0); err != nil {
-		return err
-	}
-	if c.locks, err = kv("locks", "metaclaw per-file leases", 0); err != nil {
+	if c.files, err = kv("files", "metaclaw file records, name claims, file leases and quota ledgers", 0); err != nil {
 		return err
 	}
 	if c.hosts, err = kv("hosts", "metaclaw host heartbeats", c.cfg.LeaseTime); err != nil {
-		return err
-	}
-	if c.quota, err = kv("quota", "metaclaw workspace quota ledgers", 0); err != nil {
 		return err
 	}
 	if c.tools, err = kv("tools", "metaclaw saved agent tools", 0); err != nil {
@@ -227,6 +258,10 @@ func (c *conn) setup(ctx context.Context) error {
 		Description: "metaclaw file bodies", Storage: jetstream.FileStorage, Replicas: r})
 	if err != nil {
 		return apierr.Wrap(apierr.Internal, err, "cannot create the NATS object store %q (%v)", p+"_bodies", err)
+	}
+	c.bodiesName = p + "_bodies"
+	if c.bodiesStream, err = c.js.Stream(ctx, "OBJ_"+c.bodiesName); err != nil {
+		return apierr.Wrap(apierr.Internal, err, "cannot open the NATS object store %q (%v)", p+"_bodies", err)
 	}
 	c.eventsName, c.eventsSubj = p+"_events", p+".events."
 	c.events, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -290,13 +325,30 @@ func (c *conn) isAlive(ctx context.Context, host string) bool {
 	return true
 }
 
-func (c *conn) closeConn() {
+// background runs fn in the background with a bounded context; Close
+// waits for it.
+func (c *conn) background(fn func(ctx context.Context)) {
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+		defer cancel()
+		fn(ctx)
+	}()
+}
+
+// stopLoops ends the heartbeat, the repair and the janitor.
+func (c *conn) stopLoops() {
 	select {
 	case <-c.stop:
 	default:
 		close(c.stop)
 	}
 	c.wg.Wait()
+}
+
+func (c *conn) closeConn() {
+	c.stopLoops()
 	if c.nc != nil {
 		c.nc.Drain()
 		c.nc.Close()
@@ -341,4 +393,14 @@ func isWrongRevision(err error) bool {
 		return true
 	}
 	return errors.Is(err, jetstream.ErrKeyExists) || strings.Contains(err.Error(), "wrong last sequence")
+}
+
+// deleteAt deletes key if it is still at rev. The revision it returns is
+// at most the deletion's (the library does not report it): enough to
+// order the deletion after rev in the index.
+func deleteAt(ctx context.Context, kv jetstream.KeyValue, key string, rev uint64) (uint64, error) {
+	if err := kv.Delete(ctx, key, jetstream.LastRevision(rev)); err != nil {
+		return 0, err
+	}
+	return rev + 1, nil
 }
