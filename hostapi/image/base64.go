@@ -51,12 +51,23 @@ func toBase64(ctx context.Context, c *hostapi.Call) (res any, err error) {
 		}
 	}
 	// SizeDown: an image already inside the box keeps its size.
+	enc := encoding{format: format, meta: metaNone}
+	if src.format == formatJPEG {
+		out, ok, err := resizeJPEGStream(ctx, src, jpegGeometry(hd, mw, mh, vips.InterestingNone, vips.SizeDown), enc, maxBase64Bytes)
+		if ok {
+			return base64Result(out, err)
+		}
+	}
 	img, err := thumbnail(src, hd, mw, mh, vips.InterestingNone, vips.SizeDown)
 	if err != nil {
 		return nil, err
 	}
 	defer img.Close()
-	out, err := encode(ctx, src, img, encoding{format: format, meta: metaNone}, maxBase64Bytes)
+	return base64Result(encode(ctx, src, img, enc, maxBase64Bytes))
+}
+
+// base64Result is toBase64's answer for an encoded image.
+func base64Result(out *encoded, err error) (any, error) {
 	if err != nil {
 		if apierr.Is(err, apierr.TooLarge) {
 			return nil, apierr.New(apierr.TooLarge, "the encoded image would exceed %d MB; ask for a smaller max_width/max_height or format jpeg", maxBase64Bytes>>20)

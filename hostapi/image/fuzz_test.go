@@ -18,7 +18,7 @@ import (
 
 // FuzzHeader feeds arbitrary bytes to the image header check that every
 // operation runs before decoding, then to a small thumbnail and an
-// encoder. Properties: anything sniffFormat lets through is refused with
+// encoder, and JPEGs also to the streaming path (jpegstream.go). Properties: anything sniffFormat lets through is refused with
 // a coded error or has a header within the pixel cap (so no image above
 // the cap is ever decoded); decoding and encoding what passes either work
 // or fail with a coded error; nothing panics, crashes or hangs. Run it with
@@ -82,6 +82,16 @@ func FuzzHeader(f *testing.F) {
 		coded(t, "encode", err)
 		if err == nil && (out.width > 48 || out.height > 48 || out.width < 1 || out.height < 1) {
 			t.Fatalf("a 48 × 48 thumbnail came out %d × %d", out.width, out.height)
+		}
+		if format != formatJPEG {
+			return
+		}
+		// The streaming JPEG path (libjpeg in C, fed from memory) on the
+		// same input, as resize and toBase64 take it.
+		fast, ok, err := resizeJPEGStream(context.Background(), src, jpegGeometry(hd, 48, 48, vips.InterestingCentre, vips.SizeBoth), encoding{format: formatJPEG, meta: metaProfile}, 8<<20)
+		coded(t, "stream", err)
+		if ok && err == nil && (fast.width > 48 || fast.height > 48 || fast.width < 1 || fast.height < 1) {
+			t.Fatalf("a 48 × 48 streamed thumbnail came out %d × %d", fast.width, fast.height)
 		}
 	})
 }

@@ -71,6 +71,12 @@ func resize(ctx context.Context, c *hostapi.Call) (any, error) {
 				size = vips.SizeForce
 			}
 		}
+		if src.format == formatJPEG && !(fit == fitContain && w > 0 && h > 0) {
+			out, ok, err := resizeJPEGStream(ctx, src, jpegGeometry(hd, w, h, crop, size), enc, limit)
+			if ok {
+				return out, err
+			}
+		}
 		img, err := thumbnail(src, hd, w, h, crop, size)
 		if err != nil {
 			return nil, err
@@ -142,18 +148,55 @@ func thumbnail(src *source, hd header, w, h int, crop vips.Interesting, size vip
 }
 
 // fitInto resizes img into w × h (0: that side unbounded) with lanczos3,
-// the way libvips' thumbnail sizes its result: inside the box, or filling
-// it and cropped from the centre when cover is set; stretched to it for
-// SizeForce; never enlarged for SizeDown. The scale is adjusted so that
-// the result has exactly the rounded target size.
+// as fitGeometry says.
 func fitInto(img *vips.ImageRef, w, h int, cover bool, size vips.Size) error {
-	iw, ih := float64(img.Width()), float64(img.Height())
+	g := fitGeometry(img.Width(), img.Height(), w, h, cover, size)
+	if g.hs != 1 || g.vs != 1 {
+		if err := img.ResizeWithVScale(g.hs, g.vs, vips.KernelLanczos3); err != nil {
+			return err
+		}
+	}
+	if g.crop.width > 0 {
+		return img.ExtractArea(g.crop.left, g.crop.top, g.crop.width, g.crop.height)
+	}
+	return nil
+}
+
+// geometry is how an iw × ih image is fitted into a box: scaled by hs × vs
+// to rw × rh, then cut to crop when crop.width > 0.
+type geometry struct {
+	hs, vs float64
+	rw, rh int
+	crop   struct{ left, top, width, height int }
+}
+
+func (g geometry) outW() int {
+	if g.crop.width > 0 {
+		return g.crop.width
+	}
+	return g.rw
+}
+
+func (g geometry) outH() int {
+	if g.crop.width > 0 {
+		return g.crop.height
+	}
+	return g.rh
+}
+
+// fitGeometry sizes an iw × ih image for a w × h box (0: that side
+// unbounded) the way libvips' thumbnail does: inside the box, or filling
+// it and cropped from the centre when cover is set; stretched to it for
+// SizeForce; never enlarged for SizeDown. The scales give exactly the
+// rounded target size.
+func fitGeometry(iw, ih, w, h int, cover bool, size vips.Size) geometry {
+	fw, fh := float64(iw), float64(ih)
 	sx, sy := math.Inf(1), math.Inf(1)
 	if w > 0 {
-		sx = float64(w) / iw
+		sx = float64(w) / fw
 	}
 	if h > 0 {
-		sy = float64(h) / ih
+		sy = float64(h) / fh
 	}
 	hs, vs := min(sx, sy), min(sx, sy)
 	switch {
@@ -165,18 +208,26 @@ func fitInto(img *vips.ImageRef, w, h int, cover bool, size vips.Size) error {
 	if size == vips.SizeDown && hs > 1 && vs > 1 {
 		hs, vs = 1, 1
 	}
-	tw := max(1, int(math.Round(iw*hs)))
-	th := max(1, int(math.Round(ih*vs)))
-	if tw != img.Width() || th != img.Height() {
-		if err := img.ResizeWithVScale(float64(tw)/iw, float64(th)/ih, vips.KernelLanczos3); err != nil {
-			return err
-		}
+	var g geometry
+	g.rw = max(1, int(math.Round(fw*hs)))
+	g.rh = max(1, int(math.Round(fh*vs)))
+	g.hs, g.vs = float64(g.rw)/fw, float64(g.rh)/fh
+	if cover && w > 0 && h > 0 && (g.rw > w || g.rh > h) {
+		cw, ch := min(w, g.rw), min(h, g.rh)
+		g.crop.left, g.crop.top, g.crop.width, g.crop.height = (g.rw-cw)/2, (g.rh-ch)/2, cw, ch
 	}
-	if cover && w > 0 && h > 0 && (img.Width() > w || img.Height() > h) {
-		cw, ch := min(w, img.Width()), min(h, img.Height())
-		return img.ExtractArea((img.Width()-cw)/2, (img.Height()-ch)/2, cw, ch)
+	return g
+}
+
+// jpegGeometry is the streaming path's plan for fitting a JPEG with header
+// hd into w × h: the same decode scale and fit as thumbnail.
+func jpegGeometry(hd header, w, h int, crop vips.Interesting, size vips.Size) streamGeometry {
+	orient := hd.orientation
+	if orient < 1 || orient > 8 {
+		orient = 1
 	}
-	return nil
+	return streamGeometry{w: w, h: h, cover: crop != vips.InterestingNone, size: size,
+		denom: jpegShrink(hd, w, h, crop != vips.InterestingNone || size == vips.SizeForce), orient: orient}
 }
 
 // jpegShrink is the JPEG decode scale (1, 2, 4 or 8) for a result in the
