@@ -189,9 +189,17 @@ func openDoors(bin string) (*doors, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		h.Runner = jsrt.New(h)
-		ts.Register(h) // as the CLI and the server do
 		d.closers = append(d.closers, func() { h.Close() })
+		ts.Register(h) // as the CLI and the server do
+		// Scripts run where `metaclaw serve` runs them: in sandbox
+		// workers (this test binary is one, through worker.go). The
+		// reference runs them in-process, so the two runners are
+		// compared too.
+		if name == "ref" {
+			h.Runner = jsrt.New(h)
+		} else if err := startPool(h, 1, 0); err != nil {
+			return nil, nil, err
+		}
 		return h, parts, nil
 	}
 	if d.ref, _, err = open("ref"); err != nil {
@@ -537,11 +545,12 @@ var (
 	timeRE = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)
 )
 
-// volatile keys hold values that differ between two equal calls: who made
-// the call and how long it took.
-var volatile = map[string]bool{
-	"source_session_id": true, "sourceSessionId": true,
-	"duration_ms": true, "durationMs": true,
+// volatile reports whether key holds a value that differs between two
+// equal calls: who made the call, how long it or a part of it took
+// (duration_ms, query_elapsed_ms, …).
+func volatile(key string) bool {
+	k := strings.ToLower(key)
+	return k == "source_session_id" || k == "sourcesessionid" || strings.Contains(k, "duration") || strings.Contains(k, "elapsed")
 }
 
 // normalize masks ids, times and the volatile keys so that answers from
@@ -551,7 +560,7 @@ func normalize(v any) any {
 	case map[string]any:
 		out := make(map[string]any, len(t))
 		for k, x := range t {
-			if volatile[k] {
+			if volatile(k) {
 				out[k] = "<volatile>"
 				continue
 			}

@@ -27,7 +27,6 @@ import (
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/host"
-	jsrt "github.com/metaclaw/metaclaw/runtime/js"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
@@ -346,7 +345,8 @@ func (g *globals) openHost() (*hostapi.Host, *host.Parts, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h.Runner = jsrt.New(h)
+	// One-shot commands need one worker, if any.
+	newLazyPool(h, 1)
 	// search_api is a tool of every door, the CLI's too.
 	ts.Register(h)
 	return h, parts, nil

@@ -33,6 +33,9 @@ stdin and stdout, for MCP clients that start their servers as child processes.`,
 				return fail(g, err, false)
 			}
 			defer h.Close()
+			// Workers start with the first script, then stay warm: many
+			// MCP sessions only list and read files.
+			newLazyPool(h, int(g.cfg.Int("workers")))
 			m := mcpserver.New(h, mcpserver.Options{Log: log, Version: buildVersion(), Profile: g.cfg.String("profile")})
 			parts.Tools.OnChange(m.ToolsChanged)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

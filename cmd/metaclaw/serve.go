@@ -12,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/metaclaw/metaclaw/bindings/ts"
 	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
 	"github.com/metaclaw/metaclaw/hostapi/host"
 	"github.com/metaclaw/metaclaw/hostapi/store"
-	jsrt "github.com/metaclaw/metaclaw/runtime/js"
 	"github.com/metaclaw/metaclaw/server"
 )
 
@@ -72,7 +72,10 @@ tokens (SECRET:WORKSPACE) each token sees its own workspace.`,
 				return fail(g, err, g.json)
 			}
 			defer h.Close()
-			h.Runner = jsrt.New(h)
+			ts.Register(h)
+			if err := startPool(h, int(c.Int("workers")), int(c.Int("max_runs"))); err != nil {
+				return fail(g, err, g.json)
+			}
 			srv, err := server.New(server.Config{Host: h, Tools: parts.Tools, Tokens: toks, Workspace: g.workspace,
 				MaxConcurrentRuns: int(c.Int("max_runs")), PublicURL: c.String("public_url"),
 				ShutdownTimeout: c.Duration("shutdown_timeout"), SignedURLTTL: c.Duration("signed_url_ttl"),
