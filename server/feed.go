@@ -28,6 +28,11 @@ import (
 // and streamed to the page over GET /api/runs/events. GET /api/history
 // restores the page after a reload.
 
+// quiet reports whether a request asks to stay out of the feed
+// (X-Metaclaw-Feed: off): the page's viewer reads files through the tool
+// route, and browsing is not a run.
+func quiet(r *http.Request) bool { return strings.EqualFold(r.Header.Get("X-Metaclaw-Feed"), "off") }
+
 // fileURL is a file's download path on this server.
 func fileURL(id string) string { return "/api/files/" + url.PathEscape(id) + "/download" }
 

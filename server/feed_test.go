@@ -224,6 +224,11 @@ func TestRunFeed(t *testing.T) {
 		t.Fatalf("bad tool stop %v", stop)
 	}
 	lastID := frames[len(frames)-1].id
+	// The page's viewer reads stay out of the feed.
+	resp, body = e.do("POST", "/api/tools/file_read_text", strings.NewReader(`{"id":"w.txt"}`), map[string]string{"X-Metaclaw-Feed": "off"})
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "hello") {
+		t.Fatalf("quiet read: %d %s", resp.StatusCode, body)
+	}
 
 	// GET /api/runs/{id} answers the message; an unknown one is NOT_FOUND.
 	got := e.json("GET", "/api/runs/"+runID, nil, 200)

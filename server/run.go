@@ -165,10 +165,15 @@ func (s *Server) handleCallTool(w http.ResponseWriter, r *http.Request) {
 	// is clamped to it).
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout(s.h))
 	defer cancel()
-	res, err := s.trackTool("http")(ctx, principalOf(r).Workspace, sessionOf(r), name, args,
-		func(ctx context.Context, env *hostapi.Env) (any, error) {
-			return s.h.Registry.CallTool(ctx, env, name, args)
-		})
+	call := func(ctx context.Context, env *hostapi.Env) (any, error) {
+		return s.h.Registry.CallTool(ctx, env, name, args)
+	}
+	var res any
+	if quiet(r) {
+		res, err = call(ctx, s.h.Env(principalOf(r).Workspace, sessionOf(r)))
+	} else {
+		res, err = s.trackTool("http")(ctx, principalOf(r).Workspace, sessionOf(r), name, args, call)
+	}
 	if s.h.Registry.ByTool(name) == nil {
 		s.metrics.observeDynamicTool(principalOf(r).Workspace, name, err)
 	}

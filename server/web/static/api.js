@@ -66,9 +66,11 @@ export async function raw(path, opts) {
   return res;
 }
 
-// tool calls a meta-tool with snake_case arguments.
-export function tool(name, args) {
-  return api("/api/tools/" + encodeURIComponent(name), { json: args || {} });
+// tool calls a meta-tool with snake_case arguments. The viewer's reads are
+// not runs: they stay out of the run feed (X-Metaclaw-Feed: off).
+export function tool(name, args, opts) {
+  const h = opts && opts.quiet ? { "X-Metaclaw-Feed": "off" } : {};
+  return api("/api/tools/" + encodeURIComponent(name), { json: args || {}, headers: h });
 }
 
 export const fileURL = (id, what) => "/api/files/" + encodeURIComponent(id) + (what ? "/" + what : "");

@@ -47,7 +47,7 @@ function rowFor(f) {
     el("span", { class: "size" }, human(f.size)),
     el("span", { class: "type", title: f.mime_type || "" }, f.mime_type || ""),
     el("span", { class: "mod" }, formatTime(f.modified_on)),
-    f.source ? el("span", { class: "src " + f.source }, f.source === "upload" ? "uploaded" : "generated") : null);
+    f.source ? el("span", { class: "src src-" + f.source }, f.source === "upload" ? "uploaded" : "generated") : null);
   const actions = el("div", { class: "actions" },
     el("button", { type: "button", class: "ghost small", onclick: () => download(f), "aria-label": "Download " + f.name }, "Download"),
     f.has_backup ? el("button", { type: "button", class: "ghost small", onclick: () => revert(f), "aria-label": "Revert " + f.name }, "Revert") : null,
@@ -157,7 +157,7 @@ async function uploadAll(list) {
       if (!choice) {
         const r = await ask(`Replace “${name}”?`, `A file named “${name}” is already in this workspace. Replace it (the current version is lost), or keep both under a new name?`,
           [{ value: "skip", label: "Skip" }, { value: "keep", label: "Keep both" }, { value: "replace", label: "Replace", primary: true }], { all: list.length > 1 });
-        choice = r.value === "cancel" ? "skip" : r.value;
+        choice = r.value === "cancel" || !r.value ? "skip" : r.value;
         if (r.all) policy = choice;
       }
       if (choice === "skip") continue;

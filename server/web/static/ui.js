@@ -60,9 +60,10 @@ export function kindOf(f) {
 
 // ask shows a modal question and resolves with the value of the button
 // chosen ("cancel" for Escape). choices: [{value, label, primary?, danger?}].
-// With all: true it also offers "do this for the other files too" and
-// resolves {value, all}.
+// With opts it resolves {value, all}; opts.all also offers "do this for
+// the other files too".
 export function ask(title, text, choices, opts) {
+  const hasOpts = !!opts;
   opts = opts || {};
   const d = $("ask");
   $("ask-title").textContent = title;
@@ -75,7 +76,7 @@ export function ask(title, text, choices, opts) {
   return new Promise((resolve) => {
     d.addEventListener("close", () => {
       const value = d.returnValue || "cancel";
-      resolve(opts.all ? { value, all: $("ask-all").checked } : value);
+      resolve(hasOpts ? { value, all: !!opts.all && $("ask-all").checked } : value);
     }, { once: true });
     d.returnValue = "";
     d.showModal();

@@ -14,6 +14,7 @@ import { api, tool, fileURL, blobURL, ApiError } from "./api.js";
 import { $, el, toast, human, kindOf, plural } from "./ui.js";
 
 const TEXT_PAGE = 500;
+const QUIET = { quiet: true }; // the viewer's reads stay out of the run feed
 const GRID_PAGE = 100;
 const MAX_LINE = 10000;
 const MAX_COLUMNS = 200;
@@ -76,7 +77,7 @@ function renderActions(f) {
   const box = $("viewer-actions");
   const b = (label, fn, cls, id) => el("button", { type: "button", class: cls || "ghost", id, onclick: fn }, label);
   const list = [b("Download", () => actions.download(f), "ghost", "viewer-download")];
-  if ("showSaveFilePicker" in window) list.push(b("Save to disk…", () => actions.saveToDisk(f), "ghost", "viewer-save"));
+  if (typeof window.showSaveFilePicker === "function") list.push(b("Save to disk…", () => actions.saveToDisk(f), "ghost", "viewer-save"));
   if (f.has_backup) list.push(b("Revert", () => actions.revert(f), "ghost", "viewer-revert"));
   list.push(b("Delete", () => actions.remove(f), "danger", "viewer-delete"));
   list.push(b("Close", closeViewer, "ghost", "viewer-close"));
@@ -130,7 +131,7 @@ async function renderText(f, body, token, startAt) {
   const nav = el("div", { class: "pager" });
   body.replaceChildren(nav, box);
   const load = async (from) => {
-    const r = await tool("file_read_text", { id: f.id, start_line: from, end_line: from + TEXT_PAGE - 1 });
+    const r = await tool("file_read_text", { id: f.id, start_line: from, end_line: from + TEXT_PAGE - 1 }, QUIET);
     if (!alive(token)) return;
     start = from;
     const lines = r.content.split("\n");
@@ -204,7 +205,7 @@ async function renderImage(f, body, token) {
 
 // --- PDF: pages rendered on the server
 async function renderPDF(f, body, token, opts) {
-  const info = await tool("pdf_info", { id: f.id });
+  const info = await tool("pdf_info", { id: f.id }, QUIET);
   if (!alive(token)) return;
   const pages = info.pages;
   setMeta(f, plural(pages, "page"));
@@ -271,7 +272,7 @@ async function renderGrid(f, body, token, kind) {
   body.replaceChildren(tabs, nav, wrap);
   if (kind === "csv") {
     try {
-      await tool("table_read_rows", { path: f.id, row_start: 1, row_count: 1 });
+      await tool("table_read_rows", { path: f.id, row_start: 1, row_count: 1 }, QUIET);
     } catch (e) {
       if (!(e instanceof ApiError && e.code === "NOT_FOUND" && /no tool/.test(e.message))) throw e;
       kind = "xlsx"; // no table engine on this host: read it as a one-sheet spreadsheet
@@ -280,7 +281,7 @@ async function renderGrid(f, body, token, kind) {
   if (kind === "csv") {
     tabs.hidden = true;
     const load = async (from) => {
-      const r = await tool("table_read_rows", { path: f.id, row_start: from, row_count: GRID_PAGE });
+      const r = await tool("table_read_rows", { path: f.id, row_start: from, row_count: GRID_PAGE }, QUIET);
       if (!alive(token)) return;
       drawGrid(wrap, r.columns, r.rows, from, r.column_types);
       pager(nav, from, from + r.rows.length - 1, r.total_rows, GRID_PAGE, "row", load);
@@ -288,14 +289,14 @@ async function renderGrid(f, body, token, kind) {
     };
     return load(1);
   }
-  const sheets = await tool("spreadsheet_list_sheets", { id: f.id });
+  const sheets = await tool("spreadsheet_list_sheets", { id: f.id }, QUIET);
   if (!alive(token)) return;
   const showSheet = async (i) => {
     const s = sheets[i];
     for (const [j, b] of [...tabs.children].entries()) b.setAttribute("aria-selected", String(j === i));
     const cols = Math.max(1, Math.min(s.columns || 1, MAX_COLUMNS));
     const last = colName(cols - 1);
-    const head = s.rows > 0 ? await tool("spreadsheet_read_range", { id: f.id, sheet: s.name, range: `A1:${last}1` }) : [[]];
+    const head = s.rows > 0 ? await tool("spreadsheet_read_range", { id: f.id, sheet: s.name, range: `A1:${last}1` }, QUIET) : [[]];
     if (!alive(token)) return;
     const header = (head[0] || []).map((h, j) => (h === null || h === "" ? colName(j) : h));
     while (header.length < cols) header.push(colName(header.length));
@@ -303,7 +304,7 @@ async function renderGrid(f, body, token, kind) {
     const load = async (from) => {
       if (dataRows === 0) { drawGrid(wrap, header, [], 2); pager(nav, 1, 0, 0, GRID_PAGE, "row", load); return; }
       const to = Math.min(from + GRID_PAGE - 1, dataRows);
-      const rows = await tool("spreadsheet_read_range", { id: f.id, sheet: s.name, range: `A${from + 1}:${last}${to + 1}` });
+      const rows = await tool("spreadsheet_read_range", { id: f.id, sheet: s.name, range: `A${from + 1}:${last}${to + 1}` }, QUIET);
       if (!alive(token)) return;
       drawGrid(wrap, header, rows, from + 1);
       pager(nav, from, to, dataRows, GRID_PAGE, "row", load);
