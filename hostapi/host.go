@@ -174,10 +174,12 @@ type Artifact struct {
 	IconType string `json:"iconType"`
 }
 
-// EffectiveLimits fills unset fields of l with the host defaults and clamps
-// every field to the host maxima.
+// EffectiveLimits fills unset fields of l with the host defaults (and
+// fields the host's configuration leaves unset with SPEC 5's defaults) and
+// clamps every field to the host maxima.
 func (h *Host) EffectiveLimits(l RunLimits) RunLimits {
 	d, m := h.Config.Limits, h.Config.MaxLimits
+	spec := DefaultLimits()
 	pick := func(v, def, max int64) int64 {
 		if v <= 0 {
 			v = def
@@ -187,12 +189,18 @@ func (h *Host) EffectiveLimits(l RunLimits) RunLimits {
 		}
 		return v
 	}
+	or := func(v, def int64) int64 {
+		if v <= 0 {
+			return def
+		}
+		return v
+	}
 	return RunLimits{
-		Timeout:     time.Duration(pick(int64(l.Timeout), int64(d.Timeout), int64(m.Timeout))),
-		MemoryBytes: pick(l.MemoryBytes, d.MemoryBytes, m.MemoryBytes),
-		LogBytes:    int(pick(int64(l.LogBytes), int64(d.LogBytes), int64(m.LogBytes))),
-		ResultBytes: int(pick(int64(l.ResultBytes), int64(d.ResultBytes), int64(m.ResultBytes))),
-		MaxDepth:    int(pick(int64(l.MaxDepth), int64(d.MaxDepth), int64(m.MaxDepth))),
+		Timeout:     time.Duration(pick(int64(l.Timeout), or(int64(d.Timeout), int64(spec.Timeout)), int64(m.Timeout))),
+		MemoryBytes: pick(l.MemoryBytes, or(d.MemoryBytes, spec.MemoryBytes), m.MemoryBytes),
+		LogBytes:    int(pick(int64(l.LogBytes), or(int64(d.LogBytes), int64(spec.LogBytes)), int64(m.LogBytes))),
+		ResultBytes: int(pick(int64(l.ResultBytes), or(int64(d.ResultBytes), int64(spec.ResultBytes)), int64(m.ResultBytes))),
+		MaxDepth:    int(pick(int64(l.MaxDepth), or(int64(d.MaxDepth), int64(spec.MaxDepth)), int64(m.MaxDepth))),
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,4 +88,121 @@ func reportQuantiles(b *testing.B, durs []time.Duration) {
 	q := func(f float64) float64 { return float64(durs[int(f*float64(len(durs)-1))].Nanoseconds()) / 1000 }
 	b.ReportMetric(q(0.5), "p50-µs")
 	b.ReportMetric(q(0.99), "p99-µs")
+}
+
+// BenchmarkHostCallCost is the CPU and thread switches one host call costs,
+// in the host and in the worker, whatever else the machine runs: a script
+// awaiting a no-op op b.N times in one run.
+func BenchmarkHostCallCost(b *testing.B) {
+	h, p := newPool(b, worker.Options{Size: 2})
+	h.Registry.Add(hostapi.Op{Name: "files.benchNoop", Params: []hostapi.Param{hostapi.Ref("")}, Result: 0,
+		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) { return 1, nil }})
+	env := h.Env("default", "bench")
+	code := fmt.Sprintf("let n = 0; for (let i = 0; i < %d; i++) n += await files.benchNoop('a.txt'); return n;", b.N)
+	p.Run(context.Background(), env, hostapi.RunRequest{Code: "return 1"})
+	u0 := measure(p)
+	b.ResetTimer()
+	if res := p.Run(context.Background(), env, hostapi.RunRequest{Code: code, Limits: hostapi.RunLimits{Timeout: 10 * time.Minute}}); !res.OK {
+		b.Fatal(res.Error)
+	}
+	b.StopTimer()
+	u := measure(p).sub(u0)
+	n := float64(b.N)
+	b.ReportMetric(float64(u.hostCPU.Microseconds())/n, "host-cpu-µs/call")
+	b.ReportMetric(float64(u.workerCPU.Microseconds())/n, "worker-cpu-µs/call")
+	b.ReportMetric(float64(u.hostSw)/n, "host-switches/call")
+	b.ReportMetric(float64(u.workerSw)/n, "worker-switches/call")
+}
+
+// BenchmarkWriteRange100k compares the 100,000 × 10 writeRange script run
+// in a worker (rows built in JS, sent over the channel as JSON, decoded by
+// the registry) with the same host work done in-process: the same rows,
+// built in Go, handed to the registry directly.
+func BenchmarkWriteRange100k(b *testing.B) {
+	h, p := newPool(b, worker.Options{Size: 2})
+	env := h.Env("default", "bench")
+	rows := make([]any, 100000)
+	for r := range rows {
+		row := make([]any, 10)
+		row[0] = fmt.Sprintf("item %d", r)
+		for c := 1; c < 10; c++ {
+			row[c] = int64(r*10 + c)
+		}
+		rows[r] = row
+	}
+	create := h.Registry.ByName("files.create")
+	write := h.Registry.ByName("files.spreadsheet.writeRange")
+	var inWorker, inProcess time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		res := p.Run(context.Background(), env, hostapi.RunRequest{Code: bigRowsScript, Input: map[string]any{"name": "w.xlsx"}})
+		if !res.OK {
+			b.Fatal(res.Error)
+		}
+		t1 := time.Now()
+		if _, err := h.Registry.Invoke(context.Background(), env, create, map[string]any{"name": "g.xlsx", "overwrite": true}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := h.Registry.Invoke(context.Background(), env, write, map[string]any{"id": "g.xlsx", "sheet": "Sheet1", "range": "A1", "rows": rows}); err != nil {
+			b.Fatal(err)
+		}
+		inWorker += t1.Sub(t0)
+		inProcess += time.Since(t1)
+	}
+	b.ReportMetric(inWorker.Seconds()/float64(b.N), "worker-s/op")
+	b.ReportMetric(inProcess.Seconds()/float64(b.N), "in-process-s/op")
+	b.ReportMetric(float64(inWorker)/float64(inProcess), "ratio")
+}
+
+// BenchmarkHTTPRuns is 16 clients POSTing /api/run with a trivial script to
+// a real server on 127.0.0.1, b.N runs in all: runs per second and the
+// 99th percentile latency.
+func BenchmarkHTTPRuns(b *testing.B) {
+	s := newServer(b, hostapi.RunLimits{}, worker.Options{})
+	ctx := context.Background()
+	const clients = 16
+	// Warm: the pool grows to the clients' concurrency.
+	var warm sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		warm.Add(1)
+		go func() {
+			defer warm.Done()
+			for i := 0; i < 20; i++ {
+				s.post(ctx, "return 1", 0)
+			}
+		}()
+	}
+	warm.Wait()
+	var next atomic.Int64
+	durs := make([]time.Duration, b.N)
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				t0 := time.Now()
+				status, res, err := s.post(ctx, "return 1", 0)
+				durs[i] = time.Since(t0)
+				if err != nil || status != 200 || !res.OK {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if failed.Load() > 0 {
+		b.Fatalf("%d runs failed", failed.Load())
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "runs/s")
+	reportQuantiles(b, durs)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/host"
@@ -23,6 +24,11 @@ func newPool(t testing.TB, opts worker.Options) (*hostapi.Host, *worker.Pool) {
 	}
 	if opts.Log == nil {
 		opts.Log = quiet
+	}
+	if opts.IdleTimeout == 0 {
+		// Tests check that the pool returns to its size: let extra idle
+		// workers retire quickly.
+		opts.IdleTimeout = 100 * time.Millisecond
 	}
 	p, err := worker.NewPool(h, opts)
 	if err != nil {

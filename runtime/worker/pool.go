@@ -44,8 +44,10 @@ import (
 
 // Options configure a Pool; zero values take the defaults.
 type Options struct {
-	// Size is how many workers are kept warm (default: the number of CPUs,
-	// at least 2). Workers that die are replaced to keep it.
+	// Size is how many workers are kept warm (default: the number of
+	// CPUs, at least 2). More start when concurrent runs need them; idle
+	// workers beyond Size retire after IdleTimeout; workers that die are
+	// replaced.
 	Size int
 	// Max caps the workers serving top-level runs at once (default 64, the
 	// server's concurrent-run cap); the pool grows to it on demand. A run
@@ -73,7 +75,9 @@ type Options struct {
 	MaxCalls int
 	// KillAfter is how long after a run's deadline (or a stop for memory
 	// or cancellation) a worker whose VM has not unwound is killed
-	// (default 90 ms, so that the run ends within 100 ms of its limit).
+	// (default 60 ms, so that the run ends within 100 ms of its limit on a
+	// busy machine too; the worker itself reports a VM stuck in a native
+	// built-in after 20 ms).
 	KillAfter time.Duration
 	// Isolation chooses how far workers are confined (default Auto).
 	Isolation Isolation
@@ -105,7 +109,7 @@ func (o *Options) defaults() {
 		o.MaxCalls = jsrt.DefaultMaxCalls
 	}
 	if o.KillAfter <= 0 {
-		o.KillAfter = 90 * time.Millisecond
+		o.KillAfter = 60 * time.Millisecond
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -219,6 +223,7 @@ func joinErrs(errs []string) string {
 type Stats struct {
 	Workers int   // processes alive (idle, busy or starting)
 	Idle    int   // waiting for a run
+	Busy    int   // running a script
 	Spawned int64 // started since the pool began
 	Crashed int64 // died other than by retirement
 }
@@ -227,7 +232,8 @@ type Stats struct {
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Stats{Workers: len(p.procs) + p.starting, Idle: len(p.idle), Spawned: p.spawned.Load(), Crashed: p.crashed.Load()}
+	return Stats{Workers: len(p.procs) + p.starting, Idle: len(p.idle), Busy: len(p.procs) - len(p.idle),
+		Spawned: p.spawned.Load(), Crashed: p.crashed.Load()}
 }
 
 // Size is the number of workers kept warm.
@@ -304,14 +310,20 @@ func (p *Pool) Run(ctx context.Context, env *hostapi.Env, req hostapi.RunRequest
 		case <-ctx.Done():
 			return b.Finish(script.Outcome{Err: apierr.Of(ctx.Err())})
 		case <-time.After(time.Until(deadline)):
-			return b.Finish(script.Outcome{Err: apierr.New(apierr.Busy,
-				"this run's nested runs already use %d sandbox workers; call fewer tools at once", p.opts.MaxNested)})
+			err := apierr.New(apierr.Busy, "this run's nested runs already use %d sandbox workers; call fewer tools at once", p.opts.MaxNested)
+			if byCaller {
+				err = apierr.New(apierr.Timeout, "the time limit of the calling run ran out while this run waited for a sandbox worker")
+			}
+			return b.Finish(script.Outcome{Err: err})
 		}
 	} else {
 		t = &tree{slots: make(chan struct{}, p.opts.MaxNested)}
 	}
 	w, err := p.acquire(ctx, deadline, !nested)
 	if err != nil {
+		if err.Code == apierr.Busy && byCaller {
+			err = apierr.New(apierr.Timeout, "the time limit of the calling run ran out while this run waited for a sandbox worker")
+		}
 		return b.Finish(script.Outcome{Err: err})
 	}
 	// Host calls, and the runs they start, end with this run: they see
@@ -369,8 +381,14 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, topLevel bool) (
 		return nil, apierr.Of(ctx.Err())
 	case <-timer.C:
 		p.abandon(wt)
-		return nil, apierr.New(apierr.Busy, "all %d sandbox workers stayed busy until this run's time limit; retry shortly", p.opts.Max)
+		return nil, apierr.New(apierr.Busy, "no sandbox worker became free before this run's time limit (%d runs hold one, at most %d may); retry shortly", p.busyNow(), p.opts.Max)
 	}
+}
+
+func (p *Pool) busyNow() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.busy
 }
 
 // pendingTopLevel counts top-level waiters.
@@ -459,7 +477,9 @@ func (p *Pool) startLocked() {
 		defer p.mu.Unlock()
 		p.starting--
 		if err != nil {
-			p.opts.Log.Error("sandbox worker failed to start", "err", err)
+			if !p.closed {
+				p.opts.Log.Error("sandbox worker failed to start", "err", err)
+			}
 			if len(p.waiters) > 0 && p.starting < len(p.waiters) {
 				wt := p.waiters[0]
 				p.waiters = p.waiters[1:]
@@ -513,9 +533,8 @@ func (p *Pool) janitor() {
 		}
 		var retire []*proc
 		p.mu.Lock()
-		alive := len(p.procs)
 		// idle is ordered by last use: the oldest are first.
-		for len(p.idle) > 0 && alive-len(retire) > p.opts.Size {
+		for len(p.idle) > 0 && len(p.procs)-len(retire) > p.opts.Size {
 			w := p.idle[0]
 			if time.Since(w.idleSince) < p.opts.IdleTimeout {
 				break

@@ -178,8 +178,12 @@ func (p *Pool) spawnWith(c confinement) (*proc, error) {
 	setRlimitData(w.pid, uint64(4*(budget+p.opts.MemoryOverhead)))
 	w.budget = budget
 
+	// Two processors: one for the VM, one for the watchdog, which must run
+	// while the VM is inside a long native built-in (a memmove is not a
+	// point where the Go scheduler can preempt it). One processor would
+	// save a thread switch per host call and lose exactly that.
 	ini := wire.Init{ParentPID: os.Getpid(), Chroot: c.chroot, UID: c.uid, GID: c.gid,
-		MaxStack: 64 << 20, MaxProcs: 1}
+		MaxStack: 64 << 20, MaxProcs: 2}
 	hello, err := w.handshake(&ini)
 	if err != nil {
 		w.abort()
@@ -297,9 +301,11 @@ type job struct {
 	done     chan jobEnd
 	stopping chan struct{}
 
-	mu      sync.Mutex
-	ended   bool
-	stopWhy *apierr.Error
+	mu       sync.Mutex
+	ended    bool
+	stopWhy  *apierr.Error
+	logs     []script.LogEntry // streamed so far
+	logBytes int
 }
 
 type jobEnd struct {
@@ -309,12 +315,23 @@ type jobEnd struct {
 
 // grace is how long a worker's VM has to unwind after it stopped a run
 // before the worker reports the run itself and exits.
-const grace = 30 * time.Millisecond
+const grace = 20 * time.Millisecond
 
 // run sends a run to the worker and waits for its end. ctx is the
 // caller's (its end cancels the run); callCtx is the one the run's host
-// calls see.
+// calls see. The outcome's logs are those the worker streamed during the
+// run followed by those in its result.
 func (w *proc) run(ctx, callCtx context.Context, b *jsrt.Begun, calls *jsrt.Calls, deadline time.Time, byCaller bool) (script.Outcome, bool) {
+	j := &job{id: w.pool.runSeq.Add(1), w: w, ctx: callCtx, calls: calls, maxCalls: int32(b.Request.Limits.MaxCalls),
+		budget: b.Limits.MemoryBytes, limits: b.Request.Limits, done: make(chan jobEnd, 1), stopping: make(chan struct{})}
+	out, healthy := w.runJob(ctx, j, b, deadline, byCaller)
+	j.mu.Lock()
+	out.Logs = append(j.logs, out.Logs...)
+	j.mu.Unlock()
+	return out, healthy
+}
+
+func (w *proc) runJob(ctx context.Context, j *job, b *jsrt.Begun, deadline time.Time, byCaller bool) (script.Outcome, bool) {
 	p := w.pool
 	if w.planVersion != b.Plan.Version {
 		m := wire.Plan{Version: uint64(b.Plan.Version), Spec: p.spec(b.Plan)}
@@ -324,8 +341,6 @@ func (w *proc) run(ctx, callCtx context.Context, b *jsrt.Begun, calls *jsrt.Call
 		w.planVersion = b.Plan.Version
 	}
 	w.setBudget(b.Limits.MemoryBytes)
-	j := &job{id: p.runSeq.Add(1), w: w, ctx: callCtx, calls: calls, maxCalls: int32(b.Request.Limits.MaxCalls),
-		budget: b.Limits.MemoryBytes, limits: b.Request.Limits, done: make(chan jobEnd, 2), stopping: make(chan struct{})}
 	w.job.Store(j)
 	defer j.end()
 
@@ -486,10 +501,33 @@ func (j *job) finish(m *wire.Result) {
 		}
 		out.Err = &apierr.Error{Code: code, Message: m.Message}
 	}
-	budget := j.limits.LogBytes + 64<<10
-	for _, l := range m.Logs {
-		budget -= len(l.Message) + len(l.Level)
-		if budget < 0 {
+	out.Logs = j.checkLogs(m.Logs)
+	if m.Exiting || m.HeapBytes > uint64(64<<20) {
+		// The worker could not give a big run's memory back: retire it.
+		healthy = false
+	}
+	j.deliver(jobEnd{out: out, healthy: healthy})
+}
+
+// deliver delivers how the job ended; only the first delivery counts (a
+// worker that sends two results, or dies after sending one, cannot block
+// its reader).
+func (j *job) deliver(e jobEnd) {
+	select {
+	case j.done <- e:
+	default:
+	}
+}
+
+// checkLogs admits a worker's console entries within the run's budget
+// (plus slack for the truncation notice) and with known levels.
+func (j *job) checkLogs(logs []wire.Log) []script.LogEntry {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []script.LogEntry
+	for _, l := range logs {
+		j.logBytes += len(l.Message) + len(l.Level) + 24
+		if j.logBytes > j.limits.LogBytes+64<<10 {
 			break
 		}
 		level := l.Level
@@ -498,13 +536,17 @@ func (j *job) finish(m *wire.Result) {
 		default:
 			level = "log"
 		}
-		out.Logs = append(out.Logs, script.LogEntry{Level: level, Message: l.Message})
+		out = append(out, script.LogEntry{Level: level, Message: l.Message})
 	}
-	if m.Exiting || m.HeapBytes > uint64(64<<20) {
-		// The worker could not give a big run's memory back: retire it.
-		healthy = false
-	}
-	j.done <- jobEnd{out: out, healthy: healthy}
+	return out
+}
+
+// addLogs keeps a batch the worker streamed during the run.
+func (j *job) addLogs(logs []wire.Log) {
+	checked := j.checkLogs(logs)
+	j.mu.Lock()
+	j.logs = append(j.logs, checked...)
+	j.mu.Unlock()
 }
 
 func knownCode(c apierr.Code) bool {
@@ -543,6 +585,15 @@ func (w *proc) read() {
 			var m wire.Stop
 			if m.Unmarshal(payload) == nil && j != nil && j.id == m.Run && knownCode(apierr.Code(m.Code)) {
 				j.noteStop(&apierr.Error{Code: apierr.Code(m.Code), Message: m.Message})
+			}
+		case wire.KindLogs:
+			var m wire.Logs
+			if m.Unmarshal(payload) != nil {
+				w.kill(apierr.New(apierr.Internal, "the sandbox worker sent malformed logs"))
+				continue
+			}
+			if j != nil && j.id == m.Run {
+				j.addLogs(m.Logs)
 			}
 		case wire.KindResult:
 			var m wire.Result
@@ -586,7 +637,7 @@ func (w *proc) reap() {
 	}
 	close(w.dead)
 	if j != nil {
-		j.done <- jobEnd{out: script.Outcome{Err: why}, healthy: false}
+		j.deliver(jobEnd{out: script.Outcome{Err: why}, healthy: false})
 	}
 	stuck := false
 	var ee *exec.ExitError

@@ -38,16 +38,30 @@ func (r *Run) log(level string, args []goja.Value) {
 	msg := r.format(args, remaining)
 	cost := stubs.StringJSONLen(msg) + len(level) + entryOverhead
 	r.logMu.Lock()
-	defer r.logMu.Unlock()
 	if r.logBytes+cost > r.req.Limits.LogBytes {
 		r.logsCut = true
 		r.logs = append(r.logs, LogEntry{Level: "warn",
 			Message: "console output truncated: the run's limit of " + HumanSize(r.req.Limits.LogBytes) + " was reached"})
+		r.logMu.Unlock()
 		return
 	}
 	r.logBytes += cost
 	r.logs = append(r.logs, LogEntry{Level: level, Message: msg})
+	r.unflushed += cost
+	var batch []LogEntry
+	if r.flushLogs != nil && r.unflushed >= flushEvery {
+		batch = r.logs[r.flushed:]
+		r.flushed, r.unflushed = len(r.logs), 0
+	}
+	r.logMu.Unlock()
+	if batch != nil {
+		r.flushLogs(batch)
+	}
 }
+
+// flushEvery is how many bytes of console output a worker gathers before
+// it sends them to its parent.
+const flushEvery = 16 << 10
 
 // format renders console arguments roughly as node shows them: strings
 // raw, errors with their stack, other objects as JSON; it stops once the
@@ -113,10 +127,10 @@ func (r *Run) formatOne(v goja.Value, limit int) string {
 	return string(r.logEnc.Bytes())
 }
 
-// snapshotLogs copies the entries so far (another goroutine may report
-// them while the VM is stuck).
+// snapshotLogs copies the entries not yet flushed (another goroutine may
+// report them while the VM is stuck).
 func (r *Run) snapshotLogs() []LogEntry {
 	r.logMu.Lock()
 	defer r.logMu.Unlock()
-	return append([]LogEntry{}, r.logs...)
+	return append([]LogEntry{}, r.logs[r.flushed:]...)
 }

@@ -95,6 +95,11 @@ type Options struct {
 	// OnStop is told why the run is being stopped (time, memory), as soon
 	// as it is; a worker tells its parent, in case it dies unwinding.
 	OnStop func(*apierr.Error)
+	// FlushLogs, when set, is handed console entries as they accumulate
+	// (every 16 KB), on the VM goroutine; the outcome then carries only
+	// the entries not yet flushed. A worker streams its logs to the parent
+	// this way, so that a run that is killed still has them.
+	FlushLogs func([]LogEntry)
 }
 
 // Run is one prepared VM; it runs one script once.
@@ -111,11 +116,14 @@ type Run struct {
 	queue       []*pending
 	inflight    int
 
-	logMu    sync.Mutex
-	logs     []LogEntry
-	logBytes int
-	logsCut  bool
-	logEnc   *stubs.Encoder
+	logMu     sync.Mutex
+	logs      []LogEntry
+	logBytes  int
+	logsCut   bool
+	logEnc    *stubs.Encoder
+	flushed   int // entries already handed to FlushLogs
+	unflushed int // bytes of entries not yet flushed
+	flushLogs func([]LogEntry)
 
 	stopMu  sync.Mutex
 	stopWhy *apierr.Error
@@ -141,6 +149,9 @@ func New(plan *stubs.Plan) (*Run, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(MaxCallStack)
 	r := &Run{vm: vm, errorCtor: vm.Get("Error"), stopCh: make(chan struct{})}
+	// goja's own global for wrapped Go errors is not JavaScript and has no
+	// use here.
+	vm.GlobalObject().Delete("GoError")
 	sb, err := plan.Install(vm, r.call, stubs.Options{Stopped: r.isStopped})
 	if err != nil {
 		return nil, err
@@ -157,6 +168,7 @@ func New(plan *stubs.Plan) (*Run, error) {
 // host's to cancel.
 func (r *Run) Exec(ctx context.Context, req Request, host Host, opts Options) (out Outcome) {
 	r.req, r.host = req, host
+	r.flushLogs = opts.FlushLogs
 	if req.Limits.MaxCalls <= 0 {
 		req.Limits.MaxCalls = 16
 		r.req.Limits.MaxCalls = 16

@@ -171,7 +171,7 @@ func confine(ini *wire.Init) wire.Hello {
 	if ini.MaxStack > 0 {
 		debug.SetMaxStack(ini.MaxStack)
 	}
-	if ini.MaxProcs > 0 && runtime.GOMAXPROCS(0) > ini.MaxProcs {
+	if ini.MaxProcs > 0 {
 		runtime.GOMAXPROCS(ini.MaxProcs)
 	}
 	os.Clearenv()
@@ -369,6 +369,7 @@ func (w *worker) exec(a *active, r *script.Run, m *wire.Run) {
 		Timeout: m.Timeout, TimeoutMessage: m.TimeoutMessage, MemoryBytes: m.MemoryBytes, LogBytes: m.LogBytes, ResultBytes: m.ResultBytes,
 		MaxCalls: m.MaxCalls, MaxArgBytes: m.MaxArgBytes,
 	}}
+	wakeMonitor()
 	before := script.HeapBytes()
 	if m.MemoryBytes > 0 {
 		// The Go collector works hardest near this limit, so garbage is
@@ -378,6 +379,10 @@ func (w *worker) exec(a *active, r *script.Run, m *wire.Run) {
 	out := r.Exec(context.Background(), req, &host{w: w, a: a}, script.Options{
 		WatchMemory: true,
 		Grace:       m.Grace,
+		FlushLogs: func(logs []script.LogEntry) {
+			m := wire.Logs{Run: a.id, Logs: wireLogs(logs)}
+			w.out.Send(wire.KindLogs, m.Marshal())
+		},
 		OnStop: func(why *apierr.Error) {
 			m := wire.Stop{Run: a.id, Code: string(why.Code), Message: why.Message}
 			w.out.Send(wire.KindStopping, m.Marshal())
@@ -412,14 +417,19 @@ func (w *worker) sendResult(a *active, o script.Outcome, exiting bool) bool {
 	if o.Err != nil {
 		res.Code, res.Message = string(o.Err.Code), o.Err.Message
 	}
-	res.Logs = make([]wire.Log, len(o.Logs))
-	for i, l := range o.Logs {
-		res.Logs[i] = wire.Log{Level: l.Level, Message: l.Message}
-	}
+	res.Logs = wireLogs(o.Logs)
 	if err := w.out.Send(wire.KindResult, res.Marshal()); err != nil {
 		os.Exit(0)
 	}
 	return true
+}
+
+func wireLogs(logs []script.LogEntry) []wire.Log {
+	out := make([]wire.Log, len(logs))
+	for i, l := range logs {
+		out[i] = wire.Log{Level: l.Level, Message: l.Message}
+	}
+	return out
 }
 
 // host sends a run's host calls to the parent.
@@ -439,6 +449,16 @@ func (h *host) Call(method int, args []byte, done func([]byte, *apierr.Error)) {
 	if err := h.w.out.Send(wire.KindCall, m.Marshal()); err != nil {
 		os.Exit(0)
 	}
+}
+
+// wakeMonitor makes sure the Go runtime's monitor thread is awake as a run
+// starts: it preempts goroutines that run for long, and the monitor of a
+// process that was idle sleeps until its next timer (the watchdog's,
+// created after it went to sleep, does not wake it). Entering an ordinary
+// system call wakes it; the ticking watchdog keeps it awake for the rest
+// of the run.
+func wakeMonitor() {
+	syscall.Syscall(syscall.SYS_GETPPID, 0, 0, 0)
 }
 
 // runtimeBytes is the memory the Go runtime holds from the system now.

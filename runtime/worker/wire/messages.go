@@ -243,6 +243,55 @@ type Log struct {
 	Message string
 }
 
+// Logs is a batch of a run's console entries.
+type Logs struct {
+	Run  uint64
+	Logs []Log
+}
+
+// Marshal encodes m.
+func (m *Logs) Marshal() []byte {
+	n := 16
+	for _, l := range m.Logs {
+		n += len(l.Level) + len(l.Message) + 4
+	}
+	e := Enc{B: make([]byte, 0, n)}
+	e.Uint(m.Run)
+	encodeLogs(&e, m.Logs)
+	return e.B
+}
+
+// Unmarshal decodes m.
+func (m *Logs) Unmarshal(b []byte) error {
+	d := Dec{B: b}
+	m.Run = d.Uint()
+	m.Logs = decodeLogs(&d)
+	return d.Err
+}
+
+func encodeLogs(e *Enc, logs []Log) {
+	e.Uint(uint64(len(logs)))
+	for _, l := range logs {
+		e.String(l.Level)
+		e.String(l.Message)
+	}
+}
+
+func decodeLogs(d *Dec) []Log {
+	n := d.Uint()
+	if d.Err == nil && n > uint64(len(d.B)) {
+		d.fail()
+	}
+	if d.Err != nil || n == 0 {
+		return nil
+	}
+	logs := make([]Log, 0, n)
+	for i := uint64(0); i < n && d.Err == nil; i++ {
+		logs = append(logs, Log{Level: d.String(), Message: d.String()})
+	}
+	return logs
+}
+
 // Result ends a run.
 type Result struct {
 	Run     uint64
@@ -272,11 +321,7 @@ func (m *Result) Marshal() []byte {
 	e.String(m.Code)
 	e.String(m.Message)
 	e.String(m.Stack)
-	e.Uint(uint64(len(m.Logs)))
-	for _, l := range m.Logs {
-		e.String(l.Level)
-		e.String(l.Message)
-	}
+	encodeLogs(&e, m.Logs)
 	e.Uint(m.HeapBytes)
 	e.Bool(m.Exiting)
 	return e.B
@@ -291,16 +336,7 @@ func (m *Result) Unmarshal(b []byte) error {
 	m.Code = d.String()
 	m.Message = d.String()
 	m.Stack = d.String()
-	n := d.Uint()
-	if d.Err == nil && n > uint64(len(d.B)) {
-		d.fail()
-	}
-	if d.Err == nil && n > 0 {
-		m.Logs = make([]Log, 0, n)
-		for i := uint64(0); i < n && d.Err == nil; i++ {
-			m.Logs = append(m.Logs, Log{Level: d.String(), Message: d.String()})
-		}
-	}
+	m.Logs = decodeLogs(&d)
 	m.HeapBytes = d.Uint()
 	m.Exiting = d.Bool()
 	return d.Err

@@ -22,8 +22,9 @@ import (
 
 // Frame kinds. The parent sends Init once, Plan when the API changes, Run
 // per script, Reply per host call and Cancel when a run must end early.
-// The worker sends Hello once, Call per host call, Stopping when it is
-// stopping a run on its own (time, memory) and Result per run.
+// The worker sends Hello once, Call per host call, Logs as console output
+// accumulates, Stopping when it is stopping a run on its own (time,
+// memory) and Result per run.
 const (
 	KindInit   byte = 1
 	KindPlan   byte = 2
@@ -35,6 +36,7 @@ const (
 	KindCall     byte = 17
 	KindStopping byte = 18
 	KindResult   byte = 19
+	KindLogs     byte = 20
 )
 
 const headerLen = 5
