@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/store"
 	"github.com/metaclaw/metaclaw/hostapi/store/storetest"
@@ -263,7 +265,8 @@ func (r *stallingReader) Read(p []byte) (int, error) {
 func TestKillHostDuringUpload(t *testing.T) {
 	d := newDeployment()
 	cfg := store.Config{MaxWorkspaceSize: 48 << 20}
-	b := d.host(t, cfg, time.Second)
+	bc, bb := d.backend(t, time.Second)
+	b := d.storeOn(t, cfg, bb)
 	wb := b.Workspace("default")
 	storetest.Create(t, wb, "before.txt", "b")
 
@@ -314,6 +317,18 @@ func TestKillHostDuringUpload(t *testing.T) {
 	}
 	_, err = wb.Resolve(bg, "big.bin")
 	storetest.WantCode(t, err, apierr.NotFound)
+	// The chunks A had sent are removed by the next janitor pass: every
+	// chunk subject left belongs to a stored body.
+	prefix := "$O." + bc.bodiesName + ".C."
+	info, err := bc.bodiesStream.Info(bg, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil || len(info.State.Subjects) != 3 { // before.txt, during.txt and the 32 MB A sent
+		t.Fatalf("chunk subjects before the janitor: %v %v", info.State.Subjects, err)
+	}
+	bc.janitor.pass(bg)
+	info, err = bc.bodiesStream.Info(bg, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil || len(info.State.Subjects) != 2 {
+		t.Fatalf("chunk subjects after the janitor: %v %v", info.State.Subjects, err)
+	}
 	// The room A had reserved is usable again.
 	if _, err := wb.Create(bg, store.CreateOptions{Name: "big.bin"}, bytes.NewReader(make([]byte, 40<<20))); err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ func TestClusterFailover(t *testing.T) {
 	var b *store.Backend
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		ctx, cancel := context.WithTimeout(bg, 4*time.Second)
 		var err error
 		b, err = Open(ctx, Config{URL: strings.Join(urls, ","), Replicas: 3, LeaseTime: 2 * time.Second, Timeout: 3 * time.Second})
 		cancel()
@@ -64,6 +64,7 @@ func TestClusterFailover(t *testing.T) {
 			t.Fatalf("the cluster did not take the buckets: %v", err)
 		}
 	}
+	t.Logf("the cluster took the buckets after %v", time.Since(deadline.Add(-60*time.Second)))
 	s, err := store.Open(store.Config{Dir: t.TempDir(), Backend: b})
 	if err != nil {
 		t.Fatal(err)

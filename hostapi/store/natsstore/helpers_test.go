@@ -19,6 +19,7 @@ import (
 var (
 	testServer *server.Server
 	prefixes   atomic.Int64
+	benchDirs  []string // removed when the binary ends
 )
 
 func TestMain(m *testing.M) {
@@ -34,6 +35,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	code := m.Run()
+	for _, d := range benchDirs {
+		os.RemoveAll(d)
+	}
 	testServer.Shutdown()
 	testServer.WaitForShutdown()
 	os.RemoveAll(dir)
@@ -57,6 +61,23 @@ func (d deployment) host(t testing.TB, cfg store.Config, lease time.Duration) *s
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d.storeOn(t, cfg, b)
+}
+
+// backend opens one host's backend on d, with its connection; the
+// janitor does not run by itself (tests call its pass).
+func (d deployment) backend(t testing.TB, lease time.Duration) (*conn, *store.Backend) {
+	t.Helper()
+	c, b, err := open(context.Background(), Config{URL: d.url, Prefix: d.prefix, LeaseTime: lease, JanitorInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, b
+}
+
+// storeOn opens a store on backend b, closed when the test ends.
+func (d deployment) storeOn(t testing.TB, cfg store.Config, b *store.Backend) *store.Store {
+	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}

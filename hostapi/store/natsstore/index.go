@@ -40,7 +40,9 @@ type index struct {
 	sweep   int                 // applies since revs was last pruned
 	live    bool                // the initial state is loaded
 
-	watcher jetstream.KeyWatcher
+	watcher jetstream.KeyWatcher // guarded by mu
+	restart chan struct{}        // asks follow for a new watcher
+	stopped chan struct{}        // closed by close
 	done    chan struct{}
 	// observe is told of every record change that another host made,
 	// after the initial state (the event repair).
@@ -77,7 +79,8 @@ type claim struct {
 }
 
 func newIndex(ctx context.Context, c *conn) (*index, error) {
-	ix := &index{c: c, spaces: map[string]*wsIndex{}, revs: map[string]uint64{}, advance: make(chan struct{}), done: make(chan struct{})}
+	ix := &index{c: c, spaces: map[string]*wsIndex{}, revs: map[string]uint64{}, advance: make(chan struct{}),
+		restart: make(chan struct{}, 1), stopped: make(chan struct{}), done: make(chan struct{})}
 	w, err := c.files.WatchAll(context.Background())
 	if err != nil {
 		return nil, unavailable("following the file metadata", err)
@@ -98,30 +101,76 @@ func newIndex(ctx context.Context, c *conn) (*index, error) {
 }
 
 // follow applies the bucket's changes in order; ready is closed once the
-// initial state is loaded.
+// initial state is loaded. When the connection comes back after a
+// failover, or the view falls behind, it follows again from the revision
+// after the last one applied (the library's watch only notices a lost
+// consumer after missing its heartbeats, which takes seconds).
 func (ix *index) follow(ready chan struct{}) {
 	defer close(ix.done)
-	for e := range ix.watcher.Updates() {
-		if e == nil {
-			ix.mu.Lock()
-			ix.live = true
-			ix.mu.Unlock()
-			if ready != nil {
-				close(ready)
-				ready = nil
+	ix.mu.RLock()
+	w := ix.watcher
+	ix.mu.RUnlock()
+	for {
+		select {
+		case <-ix.stopped:
+			w.Stop()
+			return
+		case <-ix.restart:
+			ix.mu.RLock()
+			from := ix.applied + 1
+			ix.mu.RUnlock()
+			nw, err := ix.c.files.WatchAll(context.Background(), jetstream.ResumeFromRevision(from))
+			if err != nil {
+				// NATS is still away: try again shortly.
+				time.AfterFunc(250*time.Millisecond, ix.kick)
+				continue
 			}
-			continue
+			w.Stop()
+			w = nw
+			ix.mu.Lock()
+			ix.watcher = w
+			ix.mu.Unlock()
+		case e, ok := <-w.Updates():
+			if !ok {
+				// Stopped under us: wait for a restart or the end.
+				w = stoppedWatcher{}
+				continue
+			}
+			if e == nil {
+				ix.mu.Lock()
+				ix.live = true
+				ix.mu.Unlock()
+				if ready != nil {
+					close(ready)
+					ready = nil
+				}
+				continue
+			}
+			var val []byte
+			if e.Operation() == jetstream.KeyValuePut {
+				val = e.Value()
+			}
+			ix.apply(e.Key(), e.Revision(), val, true)
 		}
-		var val []byte
-		if e.Operation() == jetstream.KeyValuePut {
-			val = e.Value()
-		}
-		ix.apply(e.Key(), e.Revision(), val, true)
 	}
 }
 
+// kick asks follow to follow the bucket again (coalesced).
+func (ix *index) kick() {
+	select {
+	case ix.restart <- struct{}{}:
+	default:
+	}
+}
+
+// stoppedWatcher delivers nothing.
+type stoppedWatcher struct{}
+
+func (stoppedWatcher) Updates() <-chan jetstream.KeyValueEntry { return nil }
+func (stoppedWatcher) Stop() error                             { return nil }
+
 func (ix *index) close() {
-	ix.watcher.Stop()
+	close(ix.stopped)
 	<-ix.done
 }
 
@@ -284,6 +333,7 @@ func (ix *index) waitFor(ctx context.Context, rev uint64, limit time.Duration) e
 		select {
 		case <-ch:
 		case <-timer:
+			ix.kick() // the watch may have lost its consumer
 			return apierr.New(apierr.Busy, "this host's view of the file metadata is behind NATS; try again")
 		case <-ctx.Done():
 			return apierr.From(ctx.Err())

@@ -92,6 +92,11 @@ type conn struct {
 	events                 jetstream.Stream
 	eventsName, eventsSubj string
 
+	ixMu    sync.Mutex
+	ix      *index
+	repair  *repair
+	janitor *janitor
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 	// bg are background steps (a tombstone's removal, a release), each
@@ -106,6 +111,13 @@ type conn struct {
 // buckets and stream it needs when they are missing, starts this host's
 // heartbeat and returns the backend for store.Config.Backend.
 func Open(ctx context.Context, cfg Config) (*store.Backend, error) {
+	_, b, err := open(ctx, cfg)
+	return b, err
+}
+
+// open is Open, also returning the connection (tests reach the janitor
+// and the repair through it).
+func open(ctx context.Context, cfg Config) (*conn, *store.Backend, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
@@ -135,23 +147,30 @@ func Open(ctx context.Context, cfg Config) (*store.Backend, error) {
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// After a failover the watch of the files bucket follows again at
+		// once (index.follow).
+		nats.ReconnectHandler(func(*nats.Conn) {
+			if ix := c.index(); ix != nil {
+				ix.kick()
+			}
+		}),
 		nats.Timeout(cfg.Timeout),
 	}
 	url := cfg.URL
 	if strings.EqualFold(strings.TrimSpace(url), "embedded") {
 		if cfg.StoreDir == "" {
-			return nil, apierr.New(apierr.ValidationFailed, "an embedded NATS server needs a directory for its storage (the data directory's nats/ folder)")
+			return nil, nil, apierr.New(apierr.ValidationFailed, "an embedded NATS server needs a directory for its storage (the data directory's nats/ folder)")
 		}
 		srv, err := StartServer(ServerConfig{StoreDir: cfg.StoreDir, Port: -1, Host: "127.0.0.1"})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		c.srv = srv
 		url = srv.ClientURL()
 		opts = append(opts, nats.InProcessServer(srv))
 	} else {
 		if strings.TrimSpace(url) == "" {
-			return nil, apierr.New(apierr.ValidationFailed, "no NATS URL given; pass --nats nats://host:4222 (several comma-separated) or --nats embedded")
+			return nil, nil, apierr.New(apierr.ValidationFailed, "no NATS URL given; pass --nats nats://host:4222 (several comma-separated) or --nats embedded")
 		}
 		switch {
 		case cfg.CredsFile != "":
@@ -165,25 +184,25 @@ func Open(ctx context.Context, cfg Config) (*store.Backend, error) {
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		c.shutdownServer()
-		return nil, apierr.Wrap(apierr.Internal, err, "cannot connect to NATS at %s (%v); check --nats and the credentials", redact(url), err)
+		return nil, nil, apierr.Wrap(apierr.Internal, err, "cannot connect to NATS at %s (%v); check --nats and the credentials", redact(url), err)
 	}
 	c.nc = nc
 	// Few chunks in flight: a 50 MB upload must not sit in memory.
 	c.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(64), jetstream.WithDefaultTimeout(cfg.Timeout))
 	if err != nil {
 		c.closeConn()
-		return nil, apierr.Wrap(apierr.Internal, err, "NATS JetStream is not available (%v); enable JetStream on the server", err)
+		return nil, nil, apierr.Wrap(apierr.Internal, err, "NATS JetStream is not available (%v); enable JetStream on the server", err)
 	}
 	if err := c.setup(ctx); err != nil {
 		c.closeConn()
-		return nil, err
+		return nil, nil, err
 	}
 	c.wg.Add(1)
 	go c.heartbeat()
 	ix, err := newIndex(ctx, c)
 	if err != nil {
 		c.closeConn()
-		return nil, err
+		return nil, nil, err
 	}
 	ev := &events{c: c, ix: ix, last: map[string]uint64{}}
 	rp := newRepair(c, ev)
@@ -196,7 +215,10 @@ func Open(ctx context.Context, cfg Config) (*store.Backend, error) {
 	c.wg.Add(2)
 	go rp.run()
 	go jn.run()
-	return &store.Backend{
+	c.ixMu.Lock()
+	c.ix, c.repair, c.janitor = ix, rp, jn
+	c.ixMu.Unlock()
+	return c, &store.Backend{
 		Blobs:  bl,
 		Meta:   &meta{c: c, ix: ix, kv: c.files},
 		Leases: &leases{c: c},
@@ -214,6 +236,13 @@ func Open(ctx context.Context, cfg Config) (*store.Backend, error) {
 			return nil
 		},
 	}, nil
+}
+
+// index is the host's view of the files bucket once it exists.
+func (c *conn) index() *index {
+	c.ixMu.Lock()
+	defer c.ixMu.Unlock()
+	return c.ix
 }
 
 // redact hides a password in a URL for messages.

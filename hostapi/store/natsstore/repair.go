@@ -24,6 +24,8 @@ type repair struct {
 
 	mu    sync.Mutex
 	queue []observed // in arrival order, so by due time
+	// onCheck, when set (tests), is told of every check made.
+	onCheck func(observed)
 }
 
 type observed struct {
@@ -61,6 +63,12 @@ func (r *repair) run() {
 			r.mu.Unlock()
 			for _, o := range due {
 				r.check(o)
+				r.mu.Lock()
+				fn := r.onCheck
+				r.mu.Unlock()
+				if fn != nil {
+					fn(o)
+				}
 			}
 		}
 	}
