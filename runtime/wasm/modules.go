@@ -101,7 +101,7 @@ func (c *moduleCache) compile(e *compiled, bin []byte) {
 	c.compiles <- struct{}{}
 	defer func() { <-c.compiles }()
 	ctx := experimental.WithCompilationWorkers(context.Background(), runtime.GOMAXPROCS(0))
-	mod, err := c.rt.CompileModule(ctx, bin)
+	mod, err := c.rt.CompileModule(ctx, coalesceData(bin))
 	if err != nil {
 		c.finish(e, nil, compileError(err, len(bin)))
 		return

@@ -88,6 +88,7 @@ type Runner struct {
 	pages    uint32 // the memory every module is compiled under
 	base     wazero.ModuleConfig
 	mods     *moduleCache
+	memories *regionPool
 	slots    chan struct{}
 	maxBytes int
 
@@ -142,6 +143,7 @@ func New(h *hostapi.Host, o Options) (*Runner, error) {
 			WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader),
 		mods: &moduleCache{rt: rt, provided: providedImports(rt, importModules...), max: o.MaxCompiled,
 			compiles: make(chan struct{}, 2), byKey: map[string]*compiled{}},
+		memories: &regionPool{max: 4},
 		slots:    make(chan struct{}, o.MaxConcurrent),
 		maxBytes: o.MaxModuleBytes,
 	}
@@ -195,6 +197,7 @@ func (r *Runner) Close() error {
 		ctx := context.Background()
 		r.mods.close()
 		r.closeErr = errors.Join(r.rt.Close(ctx), r.cache.Close(ctx))
+		r.memories.drain()
 	})
 	return r.closeErr
 }
@@ -283,7 +286,7 @@ func (r *Runner) exec(ctx context.Context, cancel context.CancelCauseFunc, paren
 			"return less, or write big output to a file (files.writeText) and return its name", humanSize(lim.ResultBytes)))
 	}}
 	caller := &abi.Caller{Env: &env, MaxArgs: maxArgBytes, MaxResult: max(lim.ResultBytes, minCallResultBytes), Log: logs.add}
-	mem := &budget{limit: uint64(lim.MemoryBytes)}
+	mem := &budget{limit: uint64(lim.MemoryBytes), pool: r.memories}
 
 	mctx := context.WithValue(ctx, inRunKey{}, true)
 	mctx = abi.WithCaller(mctx, caller)
@@ -293,6 +296,9 @@ func (r *Runner) exec(ctx context.Context, cancel context.CancelCauseFunc, paren
 	if mod != nil {
 		mod.Close(context.Background())
 	}
+	// The module is closed and this goroutine, the only one that ran it,
+	// is out of it: its memory can go.
+	mem.release()
 	logs.flush()
 
 	switch {
