@@ -689,3 +689,37 @@ func TestModuleArg(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// TestMemoryDoesNotLeakBetweenRuns: memories are reused from run to run;
+// what one run wrote is zero for the next, in its first page and in pages
+// it grew.
+func TestMemoryDoesNotLeakBetweenRuns(t *testing.T) {
+	env := testEnv(t)
+	// grow 10 pages, then store 0x41414141 at 60000 and in page 10 (or,
+	// reading, trap unless both are zero).
+	module := func(write bool) []byte {
+		body := Cat(I32Const(10), []byte{OpMemoryGrow, 0, OpDrop})
+		for _, addr := range []int32{60000, 10*65536 + 8} {
+			if write {
+				body = Cat(body, I32Const(addr), I32Const(0x41414141), []byte{0x36, 2, 0})
+			} else {
+				body = Cat(body, I32Const(addr), []byte{OpI32Load, 2, 0, 0x45 /* i32.eqz */, 0x04, OpBlockVoid, 0x05 /* else */, OpUnreachable, OpEnd})
+			}
+		}
+		return Module{Funcs: []Func{{Body: body}}, Exports: map[string]uint32{"_start": 0}, Memory: Pages(1)}.Bytes()
+	}
+	writer, reader := module(true), module(false)
+	for i := 0; i < 6; i++ {
+		if got := resultJSON(t, runMod(t, env, writer, nil, hostapi.RunLimits{})); got != "null" {
+			t.Fatalf("writer: %s", got)
+		}
+		res := runMod(t, env, reader, nil, hostapi.RunLimits{})
+		if !res.OK {
+			t.Fatalf("run %d found what the run before it wrote: %+v", i, res.Error)
+		}
+	}
+	// The reader does trap on memory that is not zero: the check works.
+	both := Module{Funcs: []Func{{Body: Cat(I32Const(60000), I32Const(1), []byte{0x36, 2, 0}, I32Const(60000), []byte{OpI32Load, 2, 0, 0x45, 0x04, OpBlockVoid, 0x05, OpUnreachable, OpEnd})}},
+		Exports: map[string]uint32{"_start": 0}, Memory: Pages(1)}.Bytes()
+	wantError(t, runMod(t, env, both, nil, hostapi.RunLimits{}), "VALIDATION_FAILED", "unreachable")
+}
