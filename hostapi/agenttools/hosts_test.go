@@ -66,12 +66,13 @@ func TestSavedToolsAcrossHosts(t *testing.T) {
 	if got := a.runResult(`{"code": "return await tools.call(\"add_nums\", {a: 1, b: 2});"}`); got != `30` {
 		t.Fatalf("tools.call on A after B's save: %s", got)
 	}
-	// Both hosts count the tool's bytes in the workspace's quota.
-	ua, _, _ := a.env.WS.Usage()
-	ub, _, _ := b.env.WS.Usage()
-	if ua != ub || ua != int64(len(`return (input.a + input.b) * 10;`)+len(`{"type":"object"}`)+len("Add a and b, times ten")) {
-		t.Fatalf("usage on A %d, on B %d", ua, ub)
+	// Both hosts count the tool's bytes in the workspace's quota (the
+	// saving host at once, the other as its view follows).
+	size := int64(len(`return (input.a + input.b) * 10;`) + len(`{"type":"object"}`) + len("Add a and b, times ten"))
+	if ub, _, _ := b.env.WS.Usage(); ub != size {
+		t.Fatalf("usage on B %d, want %d", ub, size)
 	}
+	waitUsage(t, a, size)
 
 	a.must("tool_delete", `{"name": "add_nums"}`)
 	waitChange(changedB, "B hears of A's delete")
@@ -81,7 +82,26 @@ func TestSavedToolsAcrossHosts(t *testing.T) {
 	if got := b.must("tool_list", `{}`); strings.Contains(got, "add_nums") {
 		t.Fatalf("B still lists the deleted tool: %s", got)
 	}
-	if u, _, _ := b.env.WS.Usage(); u != 0 {
+	if u, _, _ := a.env.WS.Usage(); u != 0 {
 		t.Fatalf("usage after the delete: %d", u)
+	}
+	waitUsage(t, b, 0)
+}
+
+// waitUsage waits (at most 10 s) until d's host counts want bytes: another
+// host's change reaches its view within milliseconds, and nothing
+// announces it.
+func waitUsage(t *testing.T, d *door, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		u, _, err := d.env.WS.Usage()
+		if err == nil && u == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage stays %d (%v), want %d", u, err, want)
+		}
+		time.Sleep(10 * time.Millisecond) // polling: see above
 	}
 }
