@@ -55,11 +55,9 @@ func (t *ToolStore) Watch(fn func(ToolChange)) (stop func()) {
 	ch, unsubscribe := t.s.events.subscribeAll()
 	go func() {
 		defer close(done)
-		for ctx.Err() == nil {
-			if ch == nil {
-				return // the store is closing
-			}
-			go func() { <-ctx.Done(); unsubscribe() }()
+		for ch != nil {
+			stopSub := unsubscribe
+			go func() { <-ctx.Done(); stopSub() }()
 			for e := range ch {
 				if e.Type != EventToolChanged {
 					continue
@@ -70,7 +68,10 @@ func (t *ToolStore) Watch(fn func(ToolChange)) (stop func()) {
 				fn(ToolChange{Workspace: e.Workspace, Name: name, Version: int(version), Deleted: deleted})
 			}
 			// Closed: the store is closing, stop was called, or fn was
-			// too slow for a burst of events; follow again.
+			// too slow for a burst of events (then follow again).
+			if ctx.Err() != nil {
+				return
+			}
 			ch, unsubscribe = t.s.events.subscribeAll()
 		}
 	}()
