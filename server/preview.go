@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,31 +74,31 @@ func (s *Server) handleMarkdownHTML(w http.ResponseWriter, r *http.Request) {
 const previewWorkspace = "metaclaw/previews"
 
 // keepPreviewPDFs is how many PDF copies the preview workspace keeps, and
-// keepPreviewPages how many rendered pages the disk cache keeps.
+// keepPreviewPages how many rendered pages.
 const (
 	keepPreviewPDFs  = 16
 	keepPreviewPages = 2000
 )
 
-// pages renders PDF pages for the viewer, caching the images on disk by
-// the PDF's content hash, page and width.
+// pages renders PDF pages for the viewer. The images are the rendering
+// op's own output files in the preview workspace, named by the PDF's
+// content hash, page and width: they are the cache.
 type pages struct {
-	s   *Server
-	dir string
+	s *Server
 
 	mu       sync.Mutex
 	inflight map[string]*pageCall
 	copyMu   sync.Mutex
+	renders  int
 }
 
 type pageCall struct {
 	done chan struct{}
-	path string
 	err  error
 }
 
 func newPages(s *Server) *pages {
-	return &pages{s: s, dir: filepath.Join(s.h.Config.DataDir, "cache", "previews"), inflight: map[string]*pageCall{}}
+	return &pages{s: s, inflight: map[string]*pageCall{}}
 }
 
 // handlePDFPage answers page {page} of a PDF as a PNG, width pixels wide
@@ -137,75 +135,79 @@ func (s *Server) handlePDFPage(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apierr.New(apierr.UnsupportedFormat, "this host has no PDF engine (pdf_render_page is not registered)"))
 		return
 	}
-	etag := fmt.Sprintf(`"%s-p%d-w%d"`, f.SHA256, page, width)
+	key := fmt.Sprintf("%s-p%d-w%d", f.SHA256, page, width)
+	etag := `"` + key + `"`
 	if r.Header.Get("If-None-Match") == etag {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	release, ok := s.acquireRun()
-	if !ok {
-		s.writeError(w, r, apierr.New(apierr.Busy, "the server is busy with %d runs already; retry shortly", s.cfg.MaxConcurrentRuns))
-		return
+	scratch := s.h.Store.Workspace(previewWorkspace)
+	rd, err := scratch.Open(r.Context(), key+".png")
+	if apierr.Is(err, apierr.NotFound) {
+		release, ok := s.acquireRun()
+		if !ok {
+			s.writeError(w, r, apierr.New(apierr.Busy, "the server is busy with %d runs already; retry shortly", s.cfg.MaxConcurrentRuns))
+			return
+		}
+		err = s.pages.render(r.Context(), principalOf(r).Workspace, f, page, width, key)
+		release()
+		if err == nil {
+			rd, err = scratch.Open(r.Context(), key+".png")
+		}
 	}
-	p, err := s.pages.render(r.Context(), principalOf(r).Workspace, f, page, width)
-	release()
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	fh, err := os.Open(p)
-	if err != nil {
-		s.writeError(w, r, apierr.Wrap(apierr.FileReadFailed, err, "the rendered page went missing; retry"))
-		return
-	}
-	defer fh.Close()
+	defer rd.Close()
 	h := w.Header()
 	h.Set("Content-Type", "image/png")
+	h.Set("Content-Length", strconv.FormatInt(rd.Meta.Size, 10))
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "private, max-age=3600")
 	h.Set("ETag", etag)
-	io.Copy(w, fh)
+	io.Copy(w, rd)
 }
 
-// render returns the path of the cached image of f's page.
-func (p *pages) render(ctx context.Context, ws string, f *store.File, page, width int) (string, error) {
-	key := fmt.Sprintf("%s-p%d-w%d", f.SHA256, page, width)
-	out := filepath.Join(p.dir, key+".png")
-	if _, err := os.Stat(out); err == nil {
-		return out, nil
-	}
+// render makes the image key.png of f's page in the preview workspace; one
+// render per key runs at a time, others wait for it.
+func (p *pages) render(ctx context.Context, ws string, f *store.File, page, width int, key string) error {
 	p.mu.Lock()
 	if c := p.inflight[key]; c != nil {
 		p.mu.Unlock()
 		select {
 		case <-c.done:
-			return c.path, c.err
+			return c.err
 		case <-ctx.Done():
-			return "", apierr.From(ctx.Err())
+			return apierr.From(ctx.Err())
 		}
 	}
 	c := &pageCall{done: make(chan struct{})}
 	p.inflight[key] = c
+	p.renders++
+	trim := p.renders%100 == 0
 	p.mu.Unlock()
 	// The render finishes even when this client leaves: others may wait
-	// for it, and the image is cached.
-	c.path, c.err = p.renderNow(context.WithoutCancel(ctx), ws, f, page, width, key, out)
+	// for it, and the image is kept.
+	c.err = p.renderNow(context.WithoutCancel(ctx), ws, f, page, width, key)
 	p.mu.Lock()
 	delete(p.inflight, key)
 	p.mu.Unlock()
 	close(c.done)
-	return c.path, c.err
+	if trim {
+		go p.trim(context.Background())
+	}
+	return c.err
 }
 
-func (p *pages) renderNow(ctx context.Context, ws string, f *store.File, page, width int, key, out string) (string, error) {
+func (p *pages) renderNow(ctx context.Context, ws string, f *store.File, page, width int, key string) error {
 	scratch := p.s.h.Store.Workspace(previewWorkspace)
 	src := f.SHA256 + ".pdf"
 	if err := p.ensureCopy(ctx, ws, f, scratch, src); err != nil {
-		return "", err
+		return err
 	}
-	img := key + ".png"
 	env := p.s.h.Env(previewWorkspace, "preview")
-	_, err := p.s.h.Registry.CallTool(ctx, env, "pdf_render_page", map[string]any{"id": src, "page": page, "width": width, "format": "png", "output": img, "overwrite": true})
+	_, err := p.s.h.Registry.CallTool(ctx, env, "pdf_render_page", map[string]any{"id": src, "page": page, "width": width, "format": "png", "output": key + ".png", "overwrite": true})
 	if err != nil {
 		// Messages name the copy; say the user's file instead.
 		e := apierr.Of(err)
@@ -213,34 +215,9 @@ func (p *pages) renderNow(ctx context.Context, ws string, f *store.File, page, w
 		if i := strings.Index(msg, "; example: "); i >= 0 {
 			msg = msg[:i]
 		}
-		return "", &apierr.Error{Code: e.Code, Message: msg}
+		return &apierr.Error{Code: e.Code, Message: msg}
 	}
-	defer scratch.Delete(ctx, img)
-	rd, err := scratch.Open(ctx, img)
-	if err != nil {
-		return "", err
-	}
-	defer rd.Close()
-	if err := os.MkdirAll(p.dir, 0o755); err != nil {
-		return "", apierr.Wrap(apierr.FileWriteFailed, err, "cannot create the preview cache: %v", err)
-	}
-	tmp, err := os.CreateTemp(p.dir, ".page-*")
-	if err != nil {
-		return "", apierr.Wrap(apierr.FileWriteFailed, err, "cannot write the preview cache: %v", err)
-	}
-	_, err = io.Copy(tmp, rd)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), out)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return "", apierr.Wrap(apierr.FileWriteFailed, err, "cannot write the preview cache: %v", err)
-	}
-	p.trimCache()
-	return out, nil
+	return nil
 }
 
 // ensureCopy puts f's body into the preview workspace as name, keeping
@@ -272,24 +249,15 @@ func (p *pages) ensureCopy(ctx context.Context, ws string, f *store.File, scratc
 	return nil
 }
 
-// trimCache removes the oldest rendered pages beyond keepPreviewPages.
-func (p *pages) trimCache() {
-	entries, err := os.ReadDir(p.dir)
-	if err != nil || len(entries) <= keepPreviewPages {
+// trim removes the oldest rendered pages beyond keepPreviewPages.
+func (p *pages) trim(ctx context.Context) {
+	scratch := p.s.h.Store.Workspace(previewWorkspace)
+	list, err := scratch.List(ctx, "*.png")
+	if err != nil || len(list) <= keepPreviewPages {
 		return
 	}
-	type aged struct {
-		name string
-		mod  int64
-	}
-	var list []aged
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil && strings.HasSuffix(e.Name(), ".png") {
-			list = append(list, aged{e.Name(), info.ModTime().UnixNano()})
-		}
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].mod < list[j].mod })
-	for _, a := range list[:max(0, len(list)-keepPreviewPages*9/10)] {
-		os.Remove(filepath.Join(p.dir, a.name))
+	sort.Slice(list, func(i, j int) bool { return list[i].ModifiedOn.Before(list[j].ModifiedOn) })
+	for _, old := range list[:len(list)-keepPreviewPages*9/10] {
+		scratch.Delete(ctx, old.ID)
 	}
 }

@@ -4,7 +4,7 @@
 // modules, no framework, nothing fetched from elsewhere.
 import { api, auth, raw, tool, stream, setToken, fileURL } from "./api.js";
 import { $, el, toast, human, kindOf, ask, plural, formatTime } from "./ui.js";
-import { openViewer, closeViewer, setViewerActions, viewerFile, refreshViewer } from "./viewer.js";
+import { openViewer, closeViewer, setViewerActions, viewerFile, refreshViewer, setupViewer } from "./viewer.js";
 import { restore, frame, setFeedHooks, saveBlob, downloadBlob } from "./feed.js";
 import { setupConsole, setConsoleHooks } from "./console.js";
 
@@ -25,13 +25,28 @@ function render() {
   requestAnimationFrame(() => { renderQueued = false; renderNow(); });
 }
 
+// renderNow draws the list: the first rows at once (what a screen shows),
+// the rest in chunks over the next frames, so that a workspace of
+// thousands of files is usable as soon as it arrives.
+const FIRST_ROWS = 120, CHUNK_ROWS = 400;
+let renderGen = 0;
 function renderNow() {
+  const gen = ++renderGen;
   const q = state.filter;
-  const list = [...state.files.values()].filter((f) => !q || f.name.toLowerCase().includes(q)).sort((a, b) => a.name.localeCompare(b.name));
+  const list = [...state.files.values()].filter((f) => !q || f.name.toLowerCase().includes(q)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const box = $("filelist");
   const focused = document.activeElement && document.activeElement.closest && document.activeElement.closest(".file-row");
   const focusId = focused ? focused.dataset.id : null;
-  box.replaceChildren(...list.map(rowFor));
+  box.replaceChildren(...list.slice(0, FIRST_ROWS).map(rowFor));
+  const more = (from) => {
+    if (gen !== renderGen || from >= list.length) { box.dataset.complete = "1"; return; }
+    const frag = document.createDocumentFragment();
+    for (const f of list.slice(from, from + CHUNK_ROWS)) frag.append(rowFor(f));
+    box.append(frag);
+    setTimeout(() => more(from + CHUNK_ROWS), 0);
+  };
+  box.dataset.complete = list.length <= FIRST_ROWS ? "1" : "";
+  if (list.length > FIRST_ROWS) setTimeout(() => more(FIRST_ROWS), 0);
   if (focusId) { const r = box.querySelector(`[data-id="${CSS.escape(focusId)}"]`); if (r) r.focus(); }
   $("empty").hidden = state.files.size > 0;
   let total = 0;
@@ -77,8 +92,21 @@ function upsert(f) {
   return null;
 }
 
+// history reads GET /api/history; the first time, the request boot.js
+// started before the modules loaded.
+async function history() {
+  const early = window.__history;
+  window.__history = null;
+  if (early) {
+    const res = await early.catch(() => null);
+    if (res && res.ok) return res.json();
+  }
+  return api("/api/history");
+}
+
 async function load() {
-  const h = await api("/api/history");
+  const h = await history();
+  performance.mark("history-loaded");
   state.files.clear();
   for (const w of h.workspace.workspace_files) { const f = fromHistory(w); state.files.set(f.id, f); }
   $("ws").textContent = h.workspace.name;
@@ -333,7 +361,7 @@ function setup() {
     setToken($("token-input").value.trim());
     start();
   });
-  $("viewer").addEventListener("close", () => { $("viewer-body").replaceChildren(); });
+  setupViewer();
   let depth = 0;
   const dz = $("dropzone");
   const hasFiles = (e) => e.dataTransfer && [...(e.dataTransfer.types || [])].includes("Files");

@@ -85,9 +85,11 @@ export function ask(title, text, choices, opts) {
   });
 }
 
-// formatTime shows an ISO time in the user's locale.
+// formatTime shows an ISO time in the user's locale (one formatter for
+// all: toLocaleString builds one per call, which a long list feels).
+const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "short", timeStyle: "short" });
 export function formatTime(iso) {
   if (!iso) return "";
   const d = new Date(iso);
-  return isNaN(d) ? "" : d.toLocaleString();
+  return isNaN(d) ? "" : timeFormat.format(d);
 }

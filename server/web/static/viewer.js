@@ -26,11 +26,19 @@ let seq = 0;
 let actions = {};
 export function setViewerActions(a) { actions = a; }
 
-export function viewerFile() { return current ? current.file : null; }
+export function viewerFile() { return current && $("viewer").open ? current.file : null; }
 
 export function closeViewer() {
   const d = $("viewer");
   if (d.open) d.close();
+}
+
+// Closing the dialog (Close, Escape) lets go of the file's resources.
+export function setupViewer() {
+  $("viewer").addEventListener("close", () => {
+    release();
+    $("viewer-body").replaceChildren();
+  });
 }
 
 function release() {
@@ -86,7 +94,7 @@ function renderActions(f) {
 
 // refreshViewer re-reads the open file when it changed (a revert, a run).
 export function refreshViewer(f) {
-  if (!current || current.file.id !== f.id) return;
+  if (!current || current.file.id !== f.id || !$("viewer").open) return;
   openViewer(f, { keepPlace: true });
 }
 
@@ -270,24 +278,12 @@ async function renderGrid(f, body, token, kind) {
   const tabs = el("div", { class: "sheet-tabs", role: "tablist", "aria-label": "Sheets" });
   const wrap = el("div", { class: "grid-wrap", tabindex: "0", "aria-label": "Cells" });
   body.replaceChildren(tabs, nav, wrap);
+  // A CSV's first page comes from the streaming reader at once, while the
+  // table engine ingests the file; later pages come from table_read_rows
+  // (with column types) once it has, from the streaming reader otherwise.
+  let table = null;
   if (kind === "csv") {
-    try {
-      await tool("table_read_rows", { path: f.id, row_start: 1, row_count: 1 }, QUIET);
-    } catch (e) {
-      if (!(e instanceof ApiError && e.code === "NOT_FOUND" && /no tool/.test(e.message))) throw e;
-      kind = "xlsx"; // no table engine on this host: read it as a one-sheet spreadsheet
-    }
-  }
-  if (kind === "csv") {
-    tabs.hidden = true;
-    const load = async (from) => {
-      const r = await tool("table_read_rows", { path: f.id, row_start: from, row_count: GRID_PAGE }, QUIET);
-      if (!alive(token)) return;
-      drawGrid(wrap, r.columns, r.rows, from, r.column_types);
-      pager(nav, from, from + r.rows.length - 1, r.total_rows, GRID_PAGE, "row", load);
-      setMeta(f, `${plural(r.total_rows, "row")} × ${plural(r.columns.length, "column")}`);
-    };
-    return load(1);
+    table = tool("table_read_rows", { path: f.id, row_start: 1, row_count: 1 }, QUIET).then(() => true, () => false);
   }
   const sheets = await tool("spreadsheet_list_sheets", { id: f.id }, QUIET);
   if (!alive(token)) return;
@@ -304,6 +300,13 @@ async function renderGrid(f, body, token, kind) {
     const load = async (from) => {
       if (dataRows === 0) { drawGrid(wrap, header, [], 2); pager(nav, 1, 0, 0, GRID_PAGE, "row", load); return; }
       const to = Math.min(from + GRID_PAGE - 1, dataRows);
+      if (from > 1 && table && (await table)) {
+        const r = await tool("table_read_rows", { path: f.id, row_start: from, row_count: GRID_PAGE }, QUIET);
+        if (!alive(token)) return;
+        drawGrid(wrap, r.columns, r.rows, from + 1, r.column_types);
+        pager(nav, from, from + r.rows.length - 1, r.total_rows, GRID_PAGE, "row", load);
+        return;
+      }
       const rows = await tool("spreadsheet_read_range", { id: f.id, sheet: s.name, range: `A${from + 1}:${last}${to + 1}` }, QUIET);
       if (!alive(token)) return;
       drawGrid(wrap, header, rows, from + 1);

@@ -1,0 +1,16 @@
+// Starts loading the workspace (GET /api/history) while the page's modules
+// are still loading: app.js picks the answer up from window.__history.
+"use strict";
+(function () {
+  var session = sessionStorage.getItem("metaclaw.session");
+  if (!session) {
+    var b = new Uint8Array(6);
+    crypto.getRandomValues(b);
+    session = "web-" + Array.prototype.map.call(b, function (x) { return x.toString(16).padStart(2, "0"); }).join("");
+    sessionStorage.setItem("metaclaw.session", session);
+  }
+  var h = { "X-Session-Id": session };
+  var token = localStorage.getItem("metaclaw.token");
+  if (token) h.Authorization = "Bearer " + token;
+  window.__history = fetch("/api/history", { headers: h });
+})();
