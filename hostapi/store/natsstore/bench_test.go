@@ -101,6 +101,11 @@ func BenchmarkUpload50MB(b *testing.B) {
 			s := bk.open(b, store.Config{MaxWorkspaceSize: 1 << 40})
 			w := s.Workspace("default")
 			const size = 50 << 20
+			// One small upload first: the first write of a bucket creates
+			// its files, which is not what this measures.
+			if _, err := w.Create(bg, store.CreateOptions{Name: "warm-up.bin"}, &patternReader{left: 1 << 20}); err != nil {
+				b.Fatal(err)
+			}
 			os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // reset the peak
 			base := procKB("VmRSS")
 			b.SetBytes(size)
@@ -209,13 +214,22 @@ func BenchmarkWarmRead(b *testing.B) {
 			if _, err := w.Create(bg, store.CreateOptions{Name: "sheet.csv"}, strings.NewReader(body)); err != nil {
 				b.Fatal(err)
 			}
+			// Read the way format libraries do, through a buffer, so that
+			// the garbage collector (whose work grows with the embedded
+			// server's heap) does not decide the comparison.
+			buf := make([]byte, 64<<10)
 			b.SetBytes(int64(len(body)))
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				err := w.View(bg, "sheet.csv", func(f *store.File, path string) error {
-					data, err := os.ReadFile(path)
-					if err == nil && len(data) != len(body) {
-						err = fmt.Errorf("read %d bytes", len(data))
+					fh, err := os.Open(path)
+					if err != nil {
+						return err
+					}
+					defer fh.Close()
+					n, err := io.CopyBuffer(io.Discard, fh, buf)
+					if err == nil && n != int64(len(body)) {
+						err = fmt.Errorf("read %d bytes", n)
 					}
 					return err
 				})
