@@ -183,21 +183,37 @@ type procTempDir struct {
 }
 
 func newProcTempDir(tmpRoot string) (*procTempDir, error) {
-	path, err := os.MkdirTemp(tmpRoot, strconv.Itoa(os.Getpid())+".")
-	if err != nil {
-		return nil, err
+	// Between creating the directory and locking it, another process
+	// starting on the same data directory may take it for a dead
+	// process's (it is unlocked) and remove it: then this one's lock is
+	// on a directory that is gone. Lock, check it is still there, and
+	// start again with a new one if not.
+	var lastErr error
+	for attempt := 0; attempt < 8; attempt++ {
+		path, err := os.MkdirTemp(tmpRoot, strconv.Itoa(os.Getpid())+".")
+		if err != nil {
+			return nil, err
+		}
+		fh, err := os.Open(path)
+		if err != nil {
+			lastErr = err
+			continue // removed already
+		}
+		if err := flock(fh.Fd(), syscall.LOCK_EX); err != nil {
+			fh.Close() // another process is removing it
+			lastErr = err
+			continue
+		}
+		held, err1 := fh.Stat()
+		now, err2 := os.Stat(path)
+		if err1 != nil || err2 != nil || !os.SameFile(held, now) {
+			fh.Close()
+			lastErr = errors.Join(err1, err2, os.ErrNotExist)
+			continue
+		}
+		return &procTempDir{path: path, fh: fh}, nil
 	}
-	fh, err := os.Open(path)
-	if err != nil {
-		os.Remove(path)
-		return nil, err
-	}
-	if err := flock(fh.Fd(), syscall.LOCK_EX); err != nil {
-		fh.Close()
-		os.Remove(path)
-		return nil, err
-	}
-	return &procTempDir{path: path, fh: fh}, nil
+	return nil, lastErr
 }
 
 // close removes the directory and everything left in it, then unlocks.
