@@ -141,6 +141,46 @@ type RunRequest struct {
 	Name string `json:"-"`
 	// Limits override the host defaults, clamped to the host maxima.
 	Limits RunLimits `json:"-"`
+	// Wasm is a WebAssembly module's bytes, or WasmRef a workspace file
+	// holding one: the run executes that module instead of Code.
+	Wasm    []byte `json:"-"`
+	WasmRef string `json:"-"`
+}
+
+// IsWasm reports whether req runs a WebAssembly module.
+func (req RunRequest) IsWasm() bool { return len(req.Wasm) > 0 || req.WasmRef != "" }
+
+// Runners sends each run to the runtime it needs: scripts to JS, modules to
+// WASM. Either may be nil on a host without that runtime.
+type Runners struct {
+	JS, WASM ScriptRunner
+}
+
+// Run implements ScriptRunner.
+func (r Runners) Run(ctx context.Context, env *Env, req RunRequest) *RunResult {
+	rt, what := r.JS, "JavaScript"
+	if req.IsWasm() {
+		rt, what = r.WASM, "WebAssembly"
+	}
+	if rt == nil {
+		return &RunResult{Logs: []LogEntry{}, Files: []Artifact{},
+			Error: &RunError{Code: apierr.ToolWorkerUnavailable, Message: "this host has no " + what + " runtime configured"}}
+	}
+	return rt.Run(ctx, env, req)
+}
+
+// Check implements ModuleChecker when the WASM runtime does.
+func (r Runners) Check(ctx context.Context, env *Env, req RunRequest) error {
+	if c, ok := r.WASM.(ModuleChecker); ok && req.IsWasm() {
+		return c.Check(ctx, env, req)
+	}
+	return nil
+}
+
+// ModuleChecker is implemented by runners that can check a module without
+// running it (tools.save checks a WASM tool when it is saved).
+type ModuleChecker interface {
+	Check(ctx context.Context, env *Env, req RunRequest) error
 }
 
 // RunResult is SPEC 5's run result.
