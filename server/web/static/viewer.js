@@ -18,6 +18,7 @@ const QUIET = { quiet: true }; // the viewer's reads stay out of the run feed
 const GRID_PAGE = 100;
 const MAX_LINE = 10000;
 const MAX_COLUMNS = 200;
+const EARLY_COLUMNS = 52; // columns of the first page read before the sheet's width is known
 
 let current = null; // {file, token, urls: [], cleanup: []}
 let seq = 0;
@@ -285,7 +286,20 @@ async function renderGrid(f, body, token, kind) {
   if (kind === "csv") {
     table = tool("table_read_rows", { path: f.id, row_start: 1, row_count: 1 }, QUIET).then(() => true, () => false);
   }
+  // The first page of the first sheet is asked for at once, beside the
+  // sheet list (which counts every sheet's rows: on a big workbook the
+  // slower of the two); it is drawn as soon as it arrives.
+  const firstPage = tool("spreadsheet_read_range", { id: f.id, sheet: 1, range: `A1:${colName(EARLY_COLUMNS - 1)}${GRID_PAGE + 1}` }, QUIET)
+    .then((rows) => {
+      if (!alive(token) || wrap.querySelector("table")) return;
+      let cols = 0;
+      for (const r of rows) for (let j = r.length - 1; j >= cols; j--) if (r[j] !== null && r[j] !== "") { cols = j + 1; break; }
+      if (rows.length === 0 || cols === 0) return;
+      const header = rows[0].slice(0, cols).map((h, j) => (h === null || h === "" ? colName(j) : h));
+      drawGrid(wrap, header, rows.slice(1).map((r) => r.slice(0, cols)), 2);
+    }, () => {});
   const sheets = await tool("spreadsheet_list_sheets", { id: f.id }, QUIET);
+  await firstPage;
   if (!alive(token)) return;
   const showSheet = async (i) => {
     const s = sheets[i];
