@@ -17,7 +17,7 @@ APT_PACKAGES := pkg-config libvips-dev fonts-liberation2 fonts-dejavu-core
 # workbooks and PDFs from another writer).
 APT_TEST_PACKAGES := poppler-utils libvips-tools libreoffice-calc-nogui libreoffice-writer-nogui
 
-.PHONY: deps test-deps apt build run test bench fmt vet clean doors
+.PHONY: deps test-deps apt build run test bench fuzz fmt vet clean doors
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)" APT_FLAGS=--no-install-recommends
@@ -57,6 +57,19 @@ test: test-deps
 
 bench: test-deps
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./...
+
+# Every fuzz target for FUZZTIME each (`make test` already runs their seed
+# corpora as ordinary tests). A crasher lands in the package's
+# testdata/fuzz/ and fails `make test` until it is fixed: commit it as a
+# regression test.
+FUZZTIME ?= 30s
+fuzz: test-deps
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
