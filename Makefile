@@ -15,7 +15,9 @@ APT_PACKAGES := pkg-config libvips-dev fonts-liberation2 fonts-dejavu-core
 # Independent readers the tests check our output with: poppler (pdftotext),
 # libvips-tools (vipsheader), LibreOffice (opens our xlsx and produces
 # workbooks and PDFs from another writer).
-APT_TEST_PACKAGES := poppler-utils libvips-tools libreoffice-calc-nogui libreoffice-writer-nogui
+APT_TEST_PACKAGES := poppler-utils libvips-tools libreoffice-calc-nogui libreoffice-writer-nogui chromium
+
+NPM_TEST_DIRS := bindings/ts/testdata/tsc server/web/e2e
 
 .PHONY: deps test-deps apt build run test bench fuzz fmt vet clean doors
 
@@ -27,6 +29,13 @@ deps:
 
 test-deps: deps
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_TEST_PACKAGES)"
+	@command -v node >/dev/null || $(MAKE) --no-print-directory apt PKGS="nodejs npm"
+	@# npm packages the tests use, from their lock files: TypeScript checks the
+	@# served declarations; playwright-core drives Debian's Chromium.
+	@for d in $(NPM_TEST_DIRS); do \
+		[ -d $$d/node_modules ] && [ $$d/node_modules/.package-lock.json -nt $$d/package-lock.json ] || \
+			npm ci --prefix $$d --no-audit --no-fund --loglevel=error; \
+	done
 
 apt:
 	@missing=""; for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
