@@ -2,6 +2,7 @@ package hostapi
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 	"github.com/metaclaw/metaclaw/hostapi/store"
@@ -16,6 +17,11 @@ type Env struct {
 	Depth int
 	// Record collects the files a run created, modified or deleted.
 	Record func(f store.File, action string)
+	// OnCall, when set, hears of every operation called with this env
+	// (a run's host calls, a door's tool call) once it has finished: the
+	// op, its canonical arguments (nil when they did not decode), its
+	// result or error and how long it took. The live run feed uses it.
+	OnCall func(op *Op, args map[string]any, res any, err error, d time.Duration)
 }
 
 // Call is one invocation of an op, handed to its handler.

@@ -3,10 +3,12 @@ package hostapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
@@ -128,5 +130,20 @@ func TestEveryNumberShapeReachesTheHandler(t *testing.T) {
 	_, err = h.Registry.CallToolJSON(context.Background(), env, "file_echo", []byte(`{"id":"a","start_line":"5"}`))
 	if apierr.CodeOf(err) != apierr.ValidationFailed || !strings.Contains(err.Error(), "start_line") {
 		t.Fatalf("string number: %v", err)
+	}
+}
+
+func TestOnCallHearsEveryCall(t *testing.T) {
+	h := newTestHost(t)
+	env := h.Env("default", "s")
+	var heard []string
+	env.OnCall = func(op *Op, args map[string]any, res any, err error, d time.Duration) {
+		heard = append(heard, fmt.Sprintf("%s %v %v", op.Tool, args["start_line"], apierr.CodeOf(err)))
+	}
+	h.Registry.CallTool(context.Background(), env, "file_echo", map[string]any{"id": "a", "start_line": 2})
+	h.Registry.CallTool(context.Background(), env, "file_echo", map[string]any{"id": "a", "start_line": "x"})
+	want := []string{"file_echo 2 ", "file_echo x VALIDATION_FAILED"}
+	if !reflect.DeepEqual(heard, want) {
+		t.Fatalf("heard %q, want %q", heard, want)
 	}
 }

@@ -369,11 +369,14 @@ func (r *Registry) Invoke(ctx context.Context, env *Env, op *Op, args map[string
 		if err != nil {
 			err = apierr.From(err)
 		}
+		d := time.Since(start)
 		if obs := r.observers.Load(); obs != nil {
-			d := time.Since(start)
 			for _, fn := range *obs {
 				fn(label, d, err)
 			}
+		}
+		if env != nil && env.OnCall != nil {
+			env.OnCall(op, args, res, err, d)
 		}
 	}()
 	if err := ctx.Err(); err != nil {
