@@ -3,7 +3,10 @@ package pdf
 import (
 	"context"
 	"fmt"
+	"math"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 )
@@ -55,12 +58,35 @@ func BenchmarkRenderPage1200(b *testing.B) {
 	args := map[string]any{"id": "text.pdf", "page": 1, "width": 1200, "overwrite": true}
 	e.mustTool("pdf_render_page", args) // warm
 	b.ResetTimer()
+	cpu := cpuTime()
+	best := time.Duration(math.MaxInt64)
 	for i := 0; i < b.N; i++ {
+		start := time.Now()
 		r := e.mustTool("pdf_render_page", args)
+		best = min(best, time.Since(start))
 		if r["width"] != 1200.0 {
 			b.Fatalf("render = %v", r)
 		}
 	}
+	b.StopTimer()
+	reportCPU(b, cpu, best)
+}
+
+// cpuTime is the CPU time (user and system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU adds the CPU time per operation since start and the fastest
+// single call: on a busy shared machine the two say more than the mean
+// wall time, and best-ms is the closest to what an idle machine shows.
+func reportCPU(b *testing.B, start, best time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(best)/float64(time.Millisecond), "best-ms")
 }
 
 func BenchmarkFillForm3Fields(b *testing.B) {
@@ -88,6 +114,7 @@ func BenchmarkFirstExtractNewDataDir(b *testing.B) {
 	warm.upload("a.pdf", data)
 	warm.mustTool("pdf_extract_text", map[string]any{"id": "a.pdf"})
 	b.ResetTimer()
+	best := time.Duration(math.MaxInt64)
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		dir := b.TempDir()
@@ -95,9 +122,11 @@ func BenchmarkFirstExtractNewDataDir(b *testing.B) {
 		seed.upload("a.pdf", data)
 		seed.h.Close()
 		b.StartTimer()
+		start := time.Now()
 		e := newTestEnvAt(b, dir)
 		go Warm(context.Background(), e.h)
 		r := e.mustTool("pdf_extract_text", map[string]any{"id": "a.pdf"})
+		best = min(best, time.Since(start))
 		b.StopTimer()
 		if len(r["pages"].([]any)) != 1 {
 			b.Fatal("no page")
@@ -105,6 +134,7 @@ func BenchmarkFirstExtractNewDataDir(b *testing.B) {
 		e.h.Close()
 		b.StartTimer()
 	}
+	b.ReportMetric(float64(best)/float64(time.Millisecond), "best-ms")
 }
 
 // BenchmarkReadyColdCache (issue 14): a server starts on a machine whose

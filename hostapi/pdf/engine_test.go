@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/tetratelabs/wazero"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
@@ -136,7 +139,10 @@ func TestCacheDirFallback(t *testing.T) {
 	}
 	next := filepath.Join(dir, "next")
 	eng := newTextEngine(nil, notADir, "", next)
-	cache := eng.compilationCache()
+	cache, dir := eng.compilationCache()
+	if dir != next {
+		t.Fatalf("cache in %q, want %q", dir, next)
+	}
 	defer cache.Close(context.Background())
 	entries, err := os.ReadDir(next)
 	if err != nil || len(entries) != 1 || !strings.HasPrefix(entries[0].Name(), "wazero-") {
@@ -154,4 +160,39 @@ func TestDefaultCacheDir(t *testing.T) {
 	if got := DefaultCacheDir(); got != "/home/u/.xdg-cache/metaclaw/wazero" {
 		t.Fatalf("with XDG_CACHE_HOME: %q", got)
 	}
+}
+
+// TestPrecompileMarker: the first start on a cache directory compiles (or
+// loads) pdfium itself and leaves a marker naming the module and the
+// wazero version; later starts see it and leave the work to go-pdfium,
+// which then loads the machine code from the cache.
+func TestPrecompileMarker(t *testing.T) {
+	if !strings.Contains(markerName(), "-wazero-"+wazeroVersion()+"-") || !strings.HasSuffix(markerName(), "-"+runtime.GOARCH+".compiled") {
+		t.Fatalf("marker name %q does not name the wazero version and architecture", markerName())
+	}
+	cache, err := wazero.NewCompilationCacheWithDir(testCacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close(context.Background())
+	rc := wazero.NewRuntimeConfig().WithCompilationCache(cache).WithCloseOnContextDone(true).WithMemoryLimitPages(wasmMemoryPages)
+	dir := t.TempDir() // where the marker goes; the machine code stays in testCacheDir
+	release, ran := precompile(cache, rc, dir)
+	release()
+	if !ran {
+		t.Fatal("the first start skipped the compile")
+	}
+	if _, err := os.Stat(filepath.Join(dir, markerName())); err != nil {
+		t.Fatalf("no marker after the first start: %v", err)
+	}
+	release, ran = precompile(cache, rc, dir)
+	release()
+	if ran {
+		t.Fatal("a start with the marker in place compiled again")
+	}
+	// A cache in memory has no marker: every process compiles.
+	if release, ran = precompile(cache, rc, ""); !ran {
+		t.Fatal("a cache in memory skipped the compile")
+	}
+	release()
 }

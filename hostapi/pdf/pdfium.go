@@ -154,11 +154,13 @@ func (e *textEngine) run(b *engineBoot) {
 
 // open compiles (or loads from the cache) pdfium and starts its pool.
 func (e *textEngine) open() (pdfium.Pool, wazero.CompilationCache, error) {
-	cache := e.compilationCache()
+	cache, dir := e.compilationCache()
 	rc := wazero.NewRuntimeConfig().
 		WithCompilationCache(cache).
 		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(wasmMemoryPages)
+	release, _ := precompile(cache, rc, dir)
+	defer release()
 	pool, err := webassembly.Init(webassembly.Config{
 		MinIdle:       1,
 		MaxIdle:       instances(),
@@ -180,7 +182,7 @@ func (e *textEngine) open() (pdfium.Pool, wazero.CompilationCache, error) {
 // compilationCache opens the first usable cache directory. An unusable
 // one (read-only home, no home at all) costs start-up time, not
 // correctness: the last resort is a cache in memory.
-func (e *textEngine) compilationCache() wazero.CompilationCache {
+func (e *textEngine) compilationCache() (wazero.CompilationCache, string) {
 	for _, dir := range e.cacheDirs {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			e.log.Warn("pdf: cannot use the compilation cache directory", "dir", dir, "error", err)
@@ -191,10 +193,10 @@ func (e *textEngine) compilationCache() wazero.CompilationCache {
 			e.log.Warn("pdf: cannot use the compilation cache directory", "dir", dir, "error", err)
 			continue
 		}
-		return cache
+		return cache, dir
 	}
 	e.log.Warn("pdf: no usable compilation cache directory; pdfium is compiled again by every process")
-	return wazero.NewCompilationCache()
+	return wazero.NewCompilationCache(), ""
 }
 
 // exercise runs one small document through a fresh instance, so that the

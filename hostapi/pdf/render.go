@@ -3,6 +3,7 @@ package pdf
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"path"
@@ -186,13 +187,15 @@ func (e *textEngine) render(ctx context.Context, name string, data []byte, page,
 
 // flatten turns pdfium's RGBA bitmap (not premultiplied; transparent where
 // a page with transparency has no paint) into opaque pixels on white:
-// one grey band when every pixel is grey, else three sRGB bands.
+// one grey band when every pixel is grey, else three sRGB bands. Pixels
+// are read as little-endian words (R in the low byte), four bytes a load.
 func flatten(rgba []byte, stride, w, h int) ([]byte, int) {
 	grey := true
 	for y := 0; y < h && grey; y++ {
 		row := rgba[y*stride : y*stride+4*w]
-		for i := 0; i < len(row); i += 4 {
-			if row[i] != row[i+1] || row[i] != row[i+2] {
+		for i := 0; i+4 <= len(row); i += 4 {
+			p := binary.LittleEndian.Uint32(row[i:])
+			if uint8(p) != uint8(p>>8) || uint8(p) != uint8(p>>16) {
 				grey = false
 				break
 			}
@@ -206,14 +209,20 @@ func flatten(rgba []byte, stride, w, h int) ([]byte, int) {
 	o := 0
 	for y := 0; y < h; y++ {
 		row := rgba[y*stride : y*stride+4*w]
-		for i := 0; i < len(row); i += 4 {
-			a := uint32(row[i+3])
-			for c := 0; c < bands; c++ {
-				v := uint32(row[i+c])
-				if a != 255 {
-					v = (v*a + 255*(255-a) + 127) / 255
+		for i := 0; i+4 <= len(row); i += 4 {
+			p := binary.LittleEndian.Uint32(row[i:])
+			a := p >> 24
+			if a == 255 {
+				out[o] = uint8(p)
+				if bands == 3 {
+					out[o+1], out[o+2] = uint8(p>>8), uint8(p>>16)
 				}
-				out[o] = byte(v)
+				o += bands
+				continue
+			}
+			for c := 0; c < bands; c++ {
+				v := p >> (8 * c) & 0xff
+				out[o] = byte((v*a + 255*(255-a) + 127) / 255)
 				o++
 			}
 		}
