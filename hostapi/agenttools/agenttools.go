@@ -39,15 +39,18 @@ const MaxToolBytes = 256 << 10
 // to the model.
 const maxDescription = 4096
 
-// Tool is a reusable tool.
+// Tool is a reusable tool: JavaScript code, or a WebAssembly module kept
+// as a workspace file.
 type Tool struct {
 	Name        string         `json:"name"`
 	Description string         `json:"description"`
 	InputSchema hostapi.Schema `json:"inputSchema"`
 	Code        string         `json:"code,omitempty"`
-	Version     int            `json:"version"`
-	Builtin     bool           `json:"builtin"`
-	UpdatedOn   time.Time      `json:"updatedOn,omitempty"`
+	// Wasm is the id of the workspace file holding the tool's module.
+	Wasm      string    `json:"wasm,omitempty"`
+	Version   int       `json:"version"`
+	Builtin   bool      `json:"builtin"`
+	UpdatedOn time.Time `json:"updatedOn,omitempty"`
 }
 
 // Summary is one entry of tools.list.
@@ -55,8 +58,10 @@ type Summary struct {
 	Name        string         `json:"name"`
 	Description string         `json:"description"`
 	InputSchema hostapi.Schema `json:"inputSchema"`
-	Version     int            `json:"version"`
-	Builtin     bool           `json:"builtin"`
+	// Wasm is the module's file id for a WebAssembly tool.
+	Wasm    string `json:"wasm,omitempty"`
+	Version int    `json:"version"`
+	Builtin bool   `json:"builtin"`
 }
 
 // Tools is the saved-tool store of one host; it is the registry's
@@ -194,16 +199,48 @@ func (t *Tools) check(tool *Tool) error {
 	if _, err := hostapi.CompileSchema(tool.InputSchema); err != nil {
 		return apierr.New(apierr.ValidationFailed, "inputSchema is not a valid JSON Schema: %v", err)
 	}
+	switch {
+	case tool.Wasm != "" && tool.Code != "":
+		return apierr.New(apierr.ValidationFailed, "a tool is either JavaScript (code) or a WebAssembly module (wasm), not both")
+	case tool.Wasm != "":
+		return nil // the module is checked by the WebAssembly runtime
+	case tool.Code == "":
+		return apierr.New(apierr.ValidationFailed, "a tool needs code (a JavaScript body) or wasm (a workspace .wasm file)")
+	case strings.HasPrefix(tool.Code, wasmMarker):
+		return apierr.New(apierr.ValidationFailed, "the tool's code may not begin with %q; give a module as wasm instead", wasmMarker)
+	}
 	if _, err := parser.ParseFile(nil, tool.Name+".js", "(async function() {\n"+tool.Code+"\n})()", 0); err != nil {
 		return apierr.New(apierr.ValidationFailed, "the tool's code does not parse: %v", err)
 	}
 	return nil
 }
 
+// wasmMarker begins the stored code of a WebAssembly tool, followed by its
+// module's file id. The tool store keeps one code column; a JavaScript
+// tool can never start with it (the text cannot parse inside the async
+// function a tool's code runs in, and check refuses it).
+const wasmMarker = "#!wasm "
+
+// storedCode is what the tool store keeps as tool's code.
+func (tool *Tool) storedCode() string {
+	if tool.Wasm != "" {
+		return wasmMarker + tool.Wasm
+	}
+	return tool.Code
+}
+
+// fromStored splits stored code into a tool's code or module file id.
+func fromStored(code string) (js, wasm string) {
+	if id, ok := strings.CutPrefix(code, wasmMarker); ok {
+		return "", strings.TrimSpace(id)
+	}
+	return code, ""
+}
+
 // size is what the tool stores: its code, schema and description.
 func (tool *Tool) size() int {
 	b, _ := json.Marshal(tool.InputSchema)
-	return len(tool.Code) + len(b) + len(tool.Description)
+	return len(tool.storedCode()) + len(b) + len(tool.Description)
 }
 
 func (t *Tools) get(ctx context.Context, ws, name string) (*Tool, error) {
@@ -214,7 +251,8 @@ func (t *Tools) get(ctx context.Context, ws, name string) (*Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	tool := &Tool{Name: r.Name, Description: r.Description, Code: r.Code, Version: r.Version, UpdatedOn: r.UpdatedOn}
+	tool := &Tool{Name: r.Name, Description: r.Description, Version: r.Version, UpdatedOn: r.UpdatedOn}
+	tool.Code, tool.Wasm = fromStored(r.Code)
 	if err := json.Unmarshal(r.InputSchema, &tool.InputSchema); err != nil {
 		return nil, apierr.New(apierr.Internal, "saved tool %q has a damaged input schema (%v); save it again", name, err)
 	}
@@ -224,7 +262,7 @@ func (t *Tools) get(ctx context.Context, ws, name string) (*Tool, error) {
 func (t *Tools) list(ctx context.Context, ws string) ([]Summary, error) {
 	out := []Summary{}
 	for _, b := range t.builtins {
-		out = append(out, Summary{b.Name, b.Description, b.InputSchema, b.Version, true})
+		out = append(out, Summary{Name: b.Name, Description: b.Description, InputSchema: b.InputSchema, Version: b.Version, Builtin: true})
 	}
 	saved, err := t.store.List(ctx, ws)
 	if err != nil {
@@ -232,6 +270,7 @@ func (t *Tools) list(ctx context.Context, ws string) ([]Summary, error) {
 	}
 	for _, r := range saved {
 		s := Summary{Name: r.Name, Description: r.Description, Version: r.Version}
+		_, s.Wasm = fromStored(r.Code)
 		json.Unmarshal(r.InputSchema, &s.InputSchema)
 		out = append(out, s)
 	}
@@ -251,7 +290,7 @@ func (t *Tools) save(ctx context.Context, ws string, tool *Tool) (int, error) {
 	}
 	schemaJSON, _ := json.Marshal(tool.InputSchema)
 	saved, err := t.store.Save(ctx, ws, store.ToolRecord{Name: tool.Name, Description: tool.Description,
-		InputSchema: schemaJSON, Code: tool.Code})
+		InputSchema: schemaJSON, Code: tool.storedCode()})
 	if err != nil {
 		return 0, err
 	}
@@ -288,9 +327,18 @@ func (t *Tools) run(ctx context.Context, env *hostapi.Env, tool *Tool, args map[
 	if t.host.Runner == nil {
 		return nil, apierr.New(apierr.ToolWorkerUnavailable, "no script runner is configured on this host")
 	}
+	req := hostapi.RunRequest{Code: tool.Code, Input: args, Name: tool.Name + ".js"}
+	if tool.Wasm != "" {
+		// Said here rather than by the runner, which would only name an id.
+		if _, err := env.WS.Resolve(ctx, tool.Wasm); apierr.Is(err, apierr.NotFound) {
+			return nil, apierr.New(apierr.NotFound, "tool %q runs the WebAssembly module in file %s, which was deleted; "+
+				"upload the module again and save the tool with it (tools.save({..., wasm: \"name.wasm\"}))", tool.Name, tool.Wasm)
+		}
+		req = hostapi.RunRequest{WasmRef: tool.Wasm, Input: args, Name: tool.Name + ".wasm"}
+	}
 	child := *env
 	child.Depth++
-	res := t.host.Runner.Run(ctx, &child, hostapi.RunRequest{Code: tool.Code, Input: args, Name: tool.Name + ".js"})
+	res := t.host.Runner.Run(ctx, &child, req)
 	if !res.OK {
 		return nil, &apierr.Error{Code: res.Error.Code, Message: fmt.Sprintf("tool %q failed: %s", tool.Name, res.Error.Message)}
 	}

@@ -56,13 +56,16 @@ func (t *Tools) ops() []hostapi.Op {
 		Name: "tools.save", Tool: "tool_save",
 		Doc: "Save JavaScript as a reusable tool (or a new version of one). The code is the body of an async function: it reads its " +
 			"validated arguments from `input` (numbers as numbers; an optional argument sent as null is absent), may call files.* and tools.*, " +
-			"and returns the tool's result. Saved tools appear in the tool list and are callable by name. Code, input schema and " +
-			"description together may be at most 256 KB (TOO_LARGE beyond) and count toward the workspace quota; keep data in files.",
+			"and returns the tool's result. Instead of code, wasm names a workspace .wasm file (a WASI command module: its JSON arguments " +
+			"on stdin, its result on stdout); the module is checked when the tool is saved. Saved tools appear in the tool list and are " +
+			"callable by name. Code, input schema and description together may be at most 256 KB (TOO_LARGE beyond) and count toward " +
+			"the workspace quota; keep data in files.",
 		Params: []hostapi.Param{
 			{Name: "name", Schema: hostapi.Schema{"type": "string", "pattern": "^[a-z][a-z0-9_]{2,63}$"}, Doc: "Tool name: lower case, digits and underscores, 3-64 characters", Required: true, Group: "tool"},
 			{Name: "description", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Doc: "What the tool does and when to use it", Required: true, Group: "tool"},
 			{Name: "input_schema", Schema: hostapi.Schema{"type": "object"}, Doc: "JSON Schema of the tool's arguments (an object schema)", Group: "tool"},
-			{Name: "code", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Doc: "JavaScript body; `input` holds the arguments; `return` the result", Required: true, Group: "tool"},
+			{Name: "code", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Doc: "JavaScript body; `input` holds the arguments; `return` the result. Give code or wasm", Group: "tool"},
+			{Name: "wasm", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Doc: "Instead of code: a workspace .wasm file (name or id) holding a WASI command module", Group: "tool"},
 		},
 		Result: Saved{}, Idempotent: true,
 		Examples: []hostapi.Example{{
@@ -72,6 +75,13 @@ func (t *Tools) ops() []hostapi.Op {
 					"a": map[string]any{"type": "number"}, "b": map[string]any{"type": "number"}}},
 				"code": "return input.a + input.b;"},
 			Want: map[string]any{"name": "add_nums", "version": 1},
+		}, {
+			Doc: "Save a WebAssembly module (a workspace .wasm file) as a tool; echo_input answers with its arguments",
+			Args: map[string]any{"name": "echo_input", "description": "Answer with the arguments it is given",
+				"input_schema": map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}},
+				"wasm":         "echo.wasm"},
+			Want:  map[string]any{"name": "echo_input", "version": 1},
+			Files: []string{"echo.wasm"},
 		}},
 		Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
 			tool := &Tool{Name: c.Args.String("name"), Description: c.Args.String("description"), Code: c.Args.String("code")}
@@ -79,6 +89,22 @@ func (t *Tools) ops() []hostapi.Op {
 				if err := c.Args.Decode("input_schema", &tool.InputSchema); err != nil {
 					return nil, err
 				}
+			}
+			if c.Args.Has("wasm") {
+				if tool.Code != "" {
+					return nil, apierr.New(apierr.ValidationFailed, "give the tool either code (JavaScript) or wasm (a module file), not both")
+				}
+				// Name and schema first: a bad tool is refused before its
+				// module is compiled.
+				tool.Wasm = "-"
+				if err := t.check(tool); err != nil {
+					return nil, err
+				}
+				id, err := t.savedModule(ctx, c.Env, c.Args.String("wasm"))
+				if err != nil {
+					return nil, err
+				}
+				tool.Wasm = id
 			}
 			v, err := t.save(ctx, c.WS.Name(), tool)
 			if err != nil {
@@ -153,7 +179,8 @@ func (t *Tools) runScriptOp() hostapi.Op {
 		Tool: "run_script",
 		Doc:  doc,
 		Params: []hostapi.Param{
-			{Name: "code", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Doc: "JavaScript body", Required: true},
+			{Name: "code", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Doc: "JavaScript body (or give wasm)"},
+			{Name: "wasm", Schema: hostapi.Schema{"type": "string", "minLength": 1}, Doc: "Instead of code: a WASI module (.wasm file or base64); input on stdin, result from stdout"},
 			{Name: "input", Schema: hostapi.AnyValue(), Doc: "JSON value the script sees as `input`"},
 			{Name: "timeout_ms", Schema: hostapi.Schema{"type": "integer", "minimum": 1, "maximum": maxMs},
 				Doc: fmt.Sprintf("Time limit in milliseconds (default %d)", lim.Timeout.Milliseconds())},
@@ -168,7 +195,19 @@ func (t *Tools) runScriptOp() hostapi.Op {
 			if c.Host.Runner == nil {
 				return nil, apierr.New(apierr.ToolWorkerUnavailable, "no script runner is configured on this host")
 			}
-			req := hostapi.RunRequest{Code: c.Args.String("code"), Input: c.Args.Raw("input")}
+			req := hostapi.RunRequest{Code: c.Args.String("code")}
+			switch has := c.Args.Has("wasm"); {
+			case has && req.Code != "":
+				return nil, apierr.New(apierr.ValidationFailed, "run_script: give either code (JavaScript) or wasm (a module), not both")
+			case has:
+				var err error
+				if req, err = moduleArg(c.Args.String("wasm")); err != nil {
+					return nil, err
+				}
+			case req.Code == "":
+				return nil, apierr.New(apierr.ValidationFailed, "run_script: missing required argument code (the JavaScript body), or give wasm (a module) instead")
+			}
+			req.Input = c.Args.Raw("input")
 			if ms, ok := c.Args.Int("timeout_ms"); ok {
 				req.Limits.Timeout = time.Duration(ms) * time.Millisecond
 			}
