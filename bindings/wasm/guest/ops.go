@@ -1044,22 +1044,22 @@ func (ToolsOps) Get(name string) (Tool, error) {
 
 // Save JavaScript as a reusable tool (or a new version of one). The code is the body of an async
 // function: it reads its validated arguments from `input` (numbers as numbers; an optional argument
-// sent as null is absent), may call files.* and tools.*, and returns the tool's result. Saved tools
-// appear in the tool list and are callable by name. Code, input schema and description together may
-// be at most 256 KB (TOO_LARGE beyond) and count toward the workspace quota; keep data in files.
+// sent as null is absent), may call files.* and tools.*, and returns the tool's result. Instead of
+// code, wasm names a workspace .wasm file (a WASI command module: its JSON arguments on stdin, its
+// result on stdout); the module is checked when the tool is saved. Saved tools appear in the tool
+// list and are callable by name. Code, input schema and description together may be at most 256 KB
+// (TOO_LARGE beyond) and count toward the workspace quota; keep data in files.
 //
 // It calls tool_save (JS: tools.save).
 //
 //   - name: Tool name: lower case, digits and underscores, 3-64 characters
 //   - description: What the tool does and when to use it
-//   - code: JavaScript body; `input` holds the arguments; `return` the result
-func (ToolsOps) Save(name string, description string, code string, opts *ToolsSaveOptions) (ToolSaved, error) {
+func (ToolsOps) Save(name string, description string, opts *ToolsSaveOptions) (ToolSaved, error) {
 	args := struct {
 		Name        string `json:"name"`
 		Description string `json:"description"`
-		Code        string `json:"code"`
 		*ToolsSaveOptions
-	}{name, description, code, opts}
+	}{name, description, opts}
 	var out ToolSaved
 	err := Call("tool_save", &args, &out)
 	return out, err
@@ -1741,6 +1741,7 @@ type ToolSummary struct {
 	Name        string         `json:"name"`
 	Description string         `json:"description"`
 	InputSchema map[string]any `json:"input_schema"`
+	Wasm        string         `json:"wasm,omitempty"`
 	Version     int64          `json:"version"`
 	Builtin     bool           `json:"builtin"`
 }
@@ -1756,6 +1757,7 @@ type Tool struct {
 	Description string         `json:"description"`
 	InputSchema map[string]any `json:"input_schema"`
 	Code        string         `json:"code,omitempty"`
+	Wasm        string         `json:"wasm,omitempty"`
 	Version     int64          `json:"version"`
 	Builtin     bool           `json:"builtin"`
 	UpdatedOn   time.Time      `json:"updated_on,omitempty"`
@@ -1771,6 +1773,10 @@ type ToolSaved struct {
 type ToolsSaveOptions struct {
 	// JSON Schema of the tool's arguments (an object schema)
 	InputSchema map[string]any `json:"input_schema,omitempty"`
+	// JavaScript body; `input` holds the arguments; `return` the result. Give code or wasm
+	Code *string `json:"code,omitempty"`
+	// Instead of code: a workspace .wasm file (name or id) holding a WASI command module
+	Wasm *string `json:"wasm,omitempty"`
 }
 
 // ToolDeleted is the host's agenttools.Deleted as a guest reads it.
