@@ -37,7 +37,7 @@ func (l *leases) Acquire(ctx context.Context, ws, id string) (func(), store.Revi
 	k := leaseKey(ws, id)
 	val, _ := json.Marshal(leaseValue{Host: l.c.hostID, Token: uuid.NewString(), Since: time.Now().UTC()})
 	var (
-		wake chan *nats.Msg
+		wake chan struct{}
 		sub  *nats.Subscription
 	)
 	defer func() {
@@ -59,9 +59,16 @@ func (l *leases) Acquire(ctx context.Context, ws, id string) (func(), store.Revi
 		}
 		if sub == nil {
 			// Deletes of the key arrive on its subject: subscribe, then
-			// try again at once so that no release is missed.
-			wake = make(chan *nats.Msg, 1)
-			if sub, err = l.c.nc.ChanSubscribe("$KV."+l.c.files.Bucket()+"."+k, wake); err != nil {
+			// try again at once so that no release is missed. One
+			// pending wake-up is enough: the callback never blocks, so a
+			// busy key never makes this connection a slow consumer.
+			wake = make(chan struct{}, 1)
+			if sub, err = l.c.nc.Subscribe("$KV."+l.c.files.Bucket()+"."+k, func(*nats.Msg) {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}); err != nil {
 				return nil, 0, unavailable("taking a file lease", err)
 			}
 			continue
