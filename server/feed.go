@@ -77,8 +77,12 @@ func (s *Server) trackTool(door string) func(ctx context.Context, workspace, ses
 // runTracked runs a script as one feed message and returns its result.
 func (s *Server) runTracked(ctx context.Context, workspace, session string, rr hostapi.RunRequest, input any) (*hostapi.RunResult, string) {
 	var out *hostapi.RunResult
-	h, _, _, ms := s.tracked(ctx, runfeed.Call{Workspace: workspace, Session: session, Kind: "script", Name: rr.Name, Door: "http",
-		Input: map[string]any{"code": rr.Code, "input": input}},
+	kind := "script"
+	if rr.IsWasm() {
+		kind = "module"
+	}
+	h, _, _, ms := s.tracked(ctx, runfeed.Call{Workspace: workspace, Session: session, Kind: kind, Name: rr.Name, Door: "http",
+		Input: runLabel(rr, input)},
 		func(ctx context.Context, env *hostapi.Env) (any, error) {
 			out = s.h.Runner.Run(ctx, env, rr)
 			return nil, nil
@@ -331,6 +335,8 @@ type WorkspaceFile struct {
 	CreatedAt  string `json:"created_at"`
 	ModifiedOn string `json:"modified_on"`
 	HasBackup  bool   `json:"has_backup"`
+	// ExpiresOn is when a file with a time to live disappears.
+	ExpiresOn string `json:"expires_on,omitempty"`
 }
 
 // handleHistory answers seed 002's history: {workspace: {workspace_files},
@@ -351,6 +357,9 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		wf := WorkspaceFile{ID: f.ID, Path: a.Path, Filename: a.Filename, IconType: a.IconType, Source: a.Source, URL: a.URL,
 			SessionID: f.SourceSessionID, MimeType: f.MimeType, Size: f.Size, HasBackup: f.HasBackup,
 			CreatedAt: f.CreatedOn.UTC().Format(time.RFC3339Nano), ModifiedOn: f.ModifiedOn.UTC().Format(time.RFC3339Nano)}
+		if !f.ExpiresOn.IsZero() {
+			wf.ExpiresOn = f.ExpiresOn.UTC().Format(time.RFC3339Nano)
+		}
 		if run, session, ok := s.feed.MadeBy(ws, f.ID); ok {
 			wf.MessageID, wf.SessionID = run, session
 		}

@@ -22,30 +22,33 @@ import (
 // of file_write_bytes are up to 4 MB of data).
 const maxJSONBody = 32 << 20
 
-// RunRequest is POST /api/run's body (SPEC 9).
+// RunRequest is POST /api/run's body (SPEC 9): JavaScript as Code, or a
+// WebAssembly module as Wasm (the module's bytes in base64, or the name or
+// id of a workspace .wasm file), exactly one of them.
 type RunRequest struct {
-	Code      string          `json:"code"`
+	Code      string          `json:"code,omitempty"`
+	Wasm      any             `json:"wasm,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	TimeoutMs int64           `json:"timeout_ms,omitempty"`
 	SessionID string          `json:"session_id,omitempty"`
-	Wasm      any             `json:"wasm,omitempty"`
 }
 
-// handleRun runs a script and answers the SPEC 5 run result. A run that
-// fails inside the sandbox is still a 200 with ok:false; refusals before a
-// run starts (bad JSON, BUSY) are coded errors.
+// handleRun runs a script (code) or a WebAssembly module (wasm) and answers
+// the SPEC 5 run result. A run that fails inside the sandbox is still a 200
+// with ok:false; refusals before a run starts (bad JSON, both or neither of
+// code and wasm, BUSY) are coded errors.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	var req RunRequest
 	if err := decodeJSON(w, r, maxJSONBody, &req, false); err != nil {
+		if apierr.Is(err, apierr.TooLarge) {
+			err = apierr.New(apierr.TooLarge, "the request body is larger than %d bytes; upload a big module with POST /api/files/upload and send its name as \"wasm\"", maxJSONBody)
+		}
 		s.writeError(w, r, err)
 		return
 	}
-	if req.Wasm != nil {
-		s.writeError(w, r, apierr.New(apierr.UnsupportedFormat, "this host has no WebAssembly runtime yet; send JavaScript as \"code\""))
-		return
-	}
-	if strings.TrimSpace(req.Code) == "" {
-		s.writeError(w, r, apierr.New(apierr.ValidationFailed, "\"code\" is required: the JavaScript body to run"))
+	rr, err := runRequestOf(req)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if req.TimeoutMs < 0 {
@@ -54,6 +57,10 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.h.Runner == nil {
 		s.writeError(w, r, apierr.New(apierr.ToolWorkerUnavailable, "no script runner is configured on this host"))
+		return
+	}
+	if rr.IsWasm() && !runsModules(s.h.Runner) {
+		s.writeError(w, r, apierr.New(apierr.ToolWorkerUnavailable, "this host has no WebAssembly runtime; send JavaScript as \"code\""))
 		return
 	}
 	release, ok := s.acquireRun()
@@ -67,7 +74,6 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	if session == "" {
 		session = sessionOf(r)
 	}
-	rr := hostapi.RunRequest{Code: req.Code, Name: "script.js"}
 	var input any
 	if len(req.Input) > 0 {
 		rr.Input = req.Input

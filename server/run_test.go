@@ -61,7 +61,7 @@ func TestRun(t *testing.T) {
 		`{"code": 5}`:                  "VALIDATION_FAILED",
 		`{"code":"1","timeout_ms":-1}`: "VALIDATION_FAILED",
 		`{"code":"1"} trailing`:        "VALIDATION_FAILED",
-		`{"wasm":"m.wasm"}`:            "UNSUPPORTED_FORMAT",
+		`{"wasm":"m.wasm"}`:            "TOOL_WORKER_UNAVAILABLE", // a JavaScript runner only
 	} {
 		resp, b := e.do("POST", "/api/run", strings.NewReader(body), nil)
 		var eb errorBody
