@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -27,13 +28,15 @@ import (
 // (boundaries, part headers, small fields).
 const uploadSlack = 1 << 20
 
-// UploadResult is POST /api/files/upload's answer (SPEC 9).
+// UploadResult is POST /api/files/upload's answer (SPEC 9); ExpiresOn is
+// set when the upload gave a ttl.
 type UploadResult struct {
-	ID       string `json:"id"`
-	Name     string `json:"name"`
-	Size     int64  `json:"size"`
-	MimeType string `json:"mime_type"`
-	SHA256   string `json:"sha256"`
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Size      int64      `json:"size"`
+	MimeType  string     `json:"mime_type"`
+	SHA256    string     `json:"sha256"`
+	ExpiresOn *time.Time `json:"expires_on,omitempty"`
 }
 
 func asMaxBytes(err error, target **http.MaxBytesError) bool { return errors.As(err, target) }
@@ -54,16 +57,22 @@ func (s *Server) workspace(r *http.Request) *store.Workspace {
 	return s.h.Store.Workspace(principalOf(r).Workspace)
 }
 
-// uploadOptions are where an upload goes: from the query string and the
-// form fields, in any order.
+// uploadOptions are where an upload goes and how long it stays: from the
+// query string and the form fields, in any order.
 type uploadOptions struct {
 	name, session         string
 	overwrite             bool
 	hasName, hasOverwrite bool
+	// ttl, when positive, is the file's time to live (seed 003).
+	ttl time.Duration
 	// fromQuery: the query string gave name or overwrite, which settles
 	// where the file goes before the form is read.
 	fromQuery bool
 }
+
+// uploadFields are the options an upload reads from the query string or
+// the form.
+var uploadFields = []string{"name", "overwrite", "ttl", "session_id"}
 
 func (o *uploadOptions) set(field, v string) error {
 	switch field {
@@ -75,16 +84,34 @@ func (o *uploadOptions) set(field, v string) error {
 			return apierr.New(apierr.ValidationFailed, "overwrite %q is not a boolean; send true or false", v)
 		}
 		o.overwrite, o.hasOverwrite = b, true
+	case "ttl":
+		ttl, err := parseTTL(v)
+		if err != nil {
+			return err
+		}
+		o.ttl = ttl
 	case "session_id":
 		o.session = v
 	}
 	return nil
 }
 
+// parseTTL reads an upload's ttl: whole seconds, 1 to a year (as
+// files.create takes it).
+func parseTTL(v string) (time.Duration, error) {
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 1 || n > files.MaxTTLSeconds {
+		return 0, apierr.New(apierr.ValidationFailed, "ttl %q is not a time to live the server takes: give whole seconds from 1 to %d (a year), e.g. ttl=3600 for an hour", v, files.MaxTTLSeconds)
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
 // handleUpload streams one multipart file part into the store. The body is
-// never held in memory. Options (name, overwrite, session_id) come from the
-// query string or from form fields, in any order; a field overrides the
-// query.
+// never held in memory. Options (name, overwrite, ttl in seconds,
+// session_id) come from the query string or from form fields, in any
+// order; a field overrides the query. With ttl the file is deleted that
+// long after the upload (the answer and the file's info say when:
+// expires_on).
 //
 // When the query string (or the fields before the file) settle where the
 // file goes, the part is copied straight into the store's body writer,
@@ -112,13 +139,13 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	var opt uploadOptions
 	q := r.URL.Query()
 	opt.session = sessionOf(r)
-	for _, k := range []string{"name", "overwrite", "session_id"} {
+	for _, k := range uploadFields {
 		if q.Has(k) {
 			if err := opt.set(k, q.Get(k)); err != nil {
 				s.writeError(w, r, err)
 				return
 			}
-			opt.fromQuery = opt.fromQuery || k != "session_id"
+			opt.fromQuery = opt.fromQuery || k == "name" || k == "overwrite"
 		}
 	}
 	f, err := s.readUpload(r, mr, maxFile, &opt)
@@ -127,7 +154,12 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.ws(principalOf(r).Workspace).uploadBytes.Add(f.Size)
-	writeJSON(w, http.StatusCreated, UploadResult{ID: f.ID, Name: f.Name, Size: f.Size, MimeType: f.MimeType, SHA256: f.SHA256})
+	res := UploadResult{ID: f.ID, Name: f.Name, Size: f.Size, MimeType: f.MimeType, SHA256: f.SHA256}
+	if !f.ExpiresOn.IsZero() {
+		t := f.ExpiresOn
+		res.ExpiresOn = &t
+	}
+	writeJSON(w, http.StatusCreated, res)
 }
 
 // readUpload reads the form and stores its file part.
@@ -213,7 +245,8 @@ func (s *Server) storeUpload(r *http.Request, filename, hint string, opt *upload
 	if target == "" {
 		target = filename
 	}
-	return s.workspace(r).Create(s.actorCtx(r, opt.session), store.CreateOptions{Name: target, MimeType: hint, Source: store.SourceUpload, Overwrite: opt.overwrite}, body)
+	return s.workspace(r).Create(s.actorCtx(r, opt.session), store.CreateOptions{Name: target, MimeType: hint, Source: store.SourceUpload,
+		Overwrite: opt.overwrite, TTL: opt.ttl}, body)
 }
 
 // spool holds a file part while the rest of its form is read: in memory
@@ -336,9 +369,10 @@ func trailingFields(mr *multipart.Reader, maxFile int64, settled uploadOptions) 
 		if err := after.set(part.FormName(), v); err != nil {
 			return err
 		}
-		if after.name != settled.name || after.overwrite != settled.overwrite {
+		if after.name != settled.name || after.overwrite != settled.overwrite || after.ttl != settled.ttl {
 			return apierr.New(apierr.ValidationFailed,
-				"the form field %q comes after the file but the query string already said where the file goes; give name and overwrite in the query, or as fields (in any order) without them in the query; nothing was stored", part.FormName())
+				"the form field %q comes after the file but the query string (or the fields before the file) already said where the file goes and how long it stays; "+
+					"give name, overwrite and ttl in the query, or as fields before the file, or as fields (in any order) without name and overwrite in the query; nothing was stored", part.FormName())
 		}
 	}
 }
@@ -454,6 +488,9 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
 		h.Set("X-File-Has-Backup", strconv.FormatBool(f.HasBackup))
 		h.Set("X-File-Created-On", f.CreatedOn.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
 		h.Set("X-File-Modified-On", f.ModifiedOn.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+		if !f.ExpiresOn.IsZero() {
+			h.Set("X-File-Expires-On", f.ExpiresOn.UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+		}
 		w.WriteHeader(http.StatusOK)
 		return
 	}

@@ -125,6 +125,9 @@ type UploadOptions struct {
 	Filename  string // the part's filename (a base name)
 	Overwrite bool
 	Size      int64 // exact body size, or -1 when unknown
+	// TTL, when positive, makes the server delete the file that long after
+	// the upload (whole seconds, 1 s to a year; the answer's expires_on).
+	TTL time.Duration
 }
 
 // Upload streams body to POST /api/files/upload and returns the server's
@@ -149,6 +152,9 @@ func (c *Client) Upload(ctx context.Context, body io.Reader, opt UploadOptions) 
 	}
 	if opt.Overwrite {
 		q.Set("overwrite", "true")
+	}
+	if opt.TTL > 0 {
+		q.Set("ttl", strconv.FormatInt(int64((opt.TTL+time.Second-1)/time.Second), 10))
 	}
 	req, err := c.request(ctx, "POST", "/api/files/upload?"+q.Encode(), io.MultiReader(&head, body, strings.NewReader(tail)))
 	if err != nil {
@@ -242,9 +248,12 @@ func (c *Client) Tools(ctx context.Context) (map[string]any, error) {
 	return out, c.getJSON(ctx, "GET", "/api/tools", nil, &out)
 }
 
-// RunRequest is POST /api/run's body.
+// RunRequest is POST /api/run's body: JavaScript as Code, or a
+// WebAssembly module as Wasm (a workspace .wasm file's name or id, or the
+// module's bytes in base64), exactly one of them.
 type RunRequest struct {
-	Code      string          `json:"code"`
+	Code      string          `json:"code,omitempty"`
+	Wasm      string          `json:"wasm,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	TimeoutMs int64           `json:"timeout_ms,omitempty"`
 	SessionID string          `json:"session_id,omitempty"`
