@@ -59,7 +59,30 @@ func (v *Value) Text() string {
 	if v.Secret && t != "" {
 		return mask(v.Value)
 	}
+	if v.Key == "nats" {
+		return redactURLs(t)
+	}
 	return t
+}
+
+// redactURLs hides the passwords and tokens that NATS URLs may carry
+// (nats://user:secret@host:4222, nats://token@host).
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		who := "****" // a token
+		if _, has := u.User.Password(); has {
+			who = u.User.Username() + ":****"
+		}
+		u.User = nil
+		scheme, rest, _ := strings.Cut(u.String(), "://")
+		parts[i] = scheme + "://" + who + "@" + rest
+	}
+	return strings.Join(parts, ",")
 }
 
 // mask hides secrets but keeps what helps to recognise a setting: the
@@ -146,6 +169,8 @@ func (f *flagValue) Type() string {
 	switch f.s.Kind {
 	case List:
 		return "strings"
+	case SizeMap:
+		return "name=size"
 	case Enum:
 		return strings.Join(f.s.Enum, "|")
 	case Bool:
@@ -154,7 +179,7 @@ func (f *flagValue) Type() string {
 	return f.s.Kind.String()
 }
 func (f *flagValue) Set(v string) error {
-	if f.s.Kind == List {
+	if f.s.Kind == List || f.s.Kind == SizeMap {
 		f.vals = append(f.vals, v)
 	} else {
 		f.vals = []string{v}
@@ -173,7 +198,7 @@ func Load(o Options) (*Config, error) {
 	// Defaults first.
 	for _, s := range Settings {
 		v := &Value{Setting: s, Source: FromDefault}
-		if s.Default != "" || s.Kind == List {
+		if s.Default != "" || s.Kind == List || s.Kind == SizeMap {
 			p, err := parse(s, s.Default)
 			if err != nil {
 				panic("config: default of " + s.Key + ": " + err.Error())
@@ -330,8 +355,25 @@ func scalarText(s *Setting, v *yaml.Node) (string, error) {
 	switch v.Kind {
 	case yaml.ScalarNode:
 		return v.Value, nil
+	case yaml.MappingNode:
+		if s.Kind != SizeMap {
+			break
+		}
+		// {team: 5GB, guests: 100MB}
+		var parts []string
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			k, val := v.Content[i], v.Content[i+1]
+			if k.Kind != yaml.ScalarNode || val.Kind != yaml.ScalarNode {
+				return "", fmt.Errorf("line %d: each entry must be NAME: SIZE", k.Line)
+			}
+			if strings.ContainsAny(k.Value, ",=") {
+				return "", fmt.Errorf("line %d: the name %q may not contain a comma or =", k.Line, k.Value)
+			}
+			parts = append(parts, k.Value+"="+val.Value)
+		}
+		return strings.Join(parts, ","), nil
 	case yaml.SequenceNode:
-		if s.Kind != List {
+		if s.Kind != List && s.Kind != SizeMap {
 			return "", fmt.Errorf("expected one value (%s), got a list", kindExample(s.Kind, s))
 		}
 		var parts []string
@@ -347,6 +389,19 @@ func scalarText(s *Setting, v *yaml.Node) (string, error) {
 		return strings.Join(parts, ","), nil
 	}
 	return "", fmt.Errorf("expected %s, got a mapping", kindExample(s.Kind, s))
+}
+
+// SizeMap returns a SizeMap setting (nil when empty).
+func (c *Config) SizeMap(key string) map[string]int64 {
+	m, _ := c.Get(key).Value.(map[string]int64)
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // check validates what no single value can: limits that contradict each
@@ -381,11 +436,32 @@ func (c *Config) check() error {
 			}
 		}
 	}
+	if n := strings.TrimSpace(c.String("nats")); n != "" && !strings.EqualFold(n, "embedded") {
+		for _, part := range strings.Split(n, ",") {
+			part = strings.TrimSpace(part)
+			p, err := url.Parse(part)
+			if err != nil || p.Host == "" || !natsSchemes[p.Scheme] {
+				return fmt.Errorf("nats %q (from %s) is not a NATS URL such as nats://host:4222 (several comma-separated), or embedded",
+					redactURLs(part), c.values["nats"].where())
+			}
+		}
+	}
+	if a := c.String("nats_listen"); a != "" {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return fmt.Errorf("nats_listen %q (from %s) is not host:port, e.g. 127.0.0.1:4222 or 0.0.0.0:4222", a, c.values["nats_listen"].where())
+		}
+	}
+	if c.String("nats_password") != "" && c.String("nats_user") == "" {
+		return fmt.Errorf("nats_password (from %s) needs nats_user", c.values["nats_password"].where())
+	}
 	if d := c.String("data"); d == "" {
 		return errors.New("data: the data directory may not be empty")
 	}
 	return nil
 }
+
+// natsSchemes are the URL schemes the NATS client connects with.
+var natsSchemes = map[string]bool{"nats": true, "tls": true, "ws": true, "wss": true}
 
 func less(a, b any) bool {
 	switch x := a.(type) {

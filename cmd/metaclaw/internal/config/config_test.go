@@ -182,6 +182,17 @@ func TestBadValues(t *testing.T) {
 		{name: "file over quota", args: []string{"--max-file-size", "2GiB"}, want: "max_file_size (2GiB, from --max-file-size) is larger than max_workspace_size (1GiB"},
 		{name: "bad addr", args: []string{"--addr", "localhost"}, want: `addr "localhost" (from --addr) is not host:port`},
 		{name: "bad public url", args: []string{"--public-url", "files.example.com"}, want: `public_url "files.example.com" (from --public-url) is not an http(s) URL`},
+		{name: "quota without a size", args: []string{"--workspace-quota", "team"}, want: `flag --workspace-quota: "team" is not NAME=SIZE (e.g. team=5GB)`},
+		{name: "quota with a bad size", env: map[string]string{"METACLAW_WORKSPACE_QUOTAS": "team=5GB,guests=lots"}, want: `environment variable METACLAW_WORKSPACE_QUOTAS: guests: "lots" is not a size`},
+		{name: "quota twice", args: []string{"--workspace-quota", "team=5GB", "--workspace-quota", "team=1GB"}, want: `"team" is given twice`},
+		{name: "zero quota", file: "workspace_quotas: {team: 0}\n", want: "workspace_quotas: team: a quota of 0 holds nothing"},
+		{name: "quota list of mappings", file: "workspace_quotas:\n  - {team: 1GB}\n", want: "list items must be plain values"},
+		{name: "quota name with a comma", file: "workspace_quotas: {\"a,b\": 1GB}\n", want: `the name "a,b" may not contain a comma or =`},
+		{name: "bad nats url", args: []string{"--nats", "localhost:4222"}, want: `nats "localhost:4222" (from --nats) is not a NATS URL such as nats://host:4222`},
+		{name: "bad nats url in a list", env: map[string]string{"METACLAW_NATS": "nats://a:4222, http://b:4222"}, want: `nats "http://b:4222" (from METACLAW_NATS) is not a NATS URL`},
+		{name: "bad nats listen", args: []string{"--nats-listen", "4222"}, want: `nats_listen "4222" (from --nats-listen) is not host:port`},
+		{name: "nats password alone", env: map[string]string{"METACLAW_NATS_PASSWORD": "pw"}, want: "nats_password (from METACLAW_NATS_PASSWORD) needs nats_user"},
+		{name: "zero replicas", args: []string{"--nats-replicas", "0"}, want: "flag --nats-replicas: 0 is too small: the least is 1"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,5 +268,67 @@ func TestNearest(t *testing.T) {
 		if got := Nearest(in, names); got != want {
 			t.Errorf("Nearest(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestWorkspaceQuotas: per-workspace quotas from the file (a mapping or a
+// list), the environment (comma-separated) and the flag (repeated), with
+// the usual precedence, shown as NAME=SIZE.
+func TestWorkspaceQuotas(t *testing.T) {
+	data := t.TempDir()
+	file := write(t, filepath.Join(data, DataFileName), "workspace_quotas:\n  team: 5GB\n  guests: 100MiB\n")
+	c, err := load(t, "serve", nil, "--data", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := c.Get("workspace_quotas")
+	if q := c.SizeMap("workspace_quotas"); len(q) != 2 || q["team"] != 5e9 || q["guests"] != 100<<20 || v.Source != FromFile || v.Origin != file+":1" {
+		t.Fatalf("from the file: %v from %s %s", q, v.Source, v.Origin)
+	}
+	if got := v.Text(); got != "guests=100MiB,team=5GB" {
+		t.Fatalf("shown as %q", got)
+	}
+	write(t, filepath.Join(data, DataFileName), "workspace_quotas: [team=2GB, guests=1GB]\n")
+	if c, err := load(t, "serve", nil, "--data", data); err != nil || c.SizeMap("workspace_quotas")["team"] != 2e9 {
+		t.Fatalf("a list in the file: %v %v", c.SizeMap("workspace_quotas"), err)
+	}
+	// The environment replaces the file's quotas, the flag the environment's.
+	env := map[string]string{"METACLAW_WORKSPACE_QUOTAS": "ws=5GB, ws2=1GB"}
+	c, err = load(t, "serve", env, "--data", data)
+	if q := c.SizeMap("workspace_quotas"); err != nil || len(q) != 2 || q["ws"] != 5e9 || q["ws2"] != 1e9 {
+		t.Fatalf("from the environment: %v %v", q, err)
+	}
+	c, err = load(t, "tool", env, "--data", data, "--workspace-quota", "a=1MB", "--workspace-quota", "b=2KiB")
+	if q := c.SizeMap("workspace_quotas"); err != nil || len(q) != 2 || q["a"] != 1e6 || q["b"] != 2048 || c.Get("workspace_quotas").Source != FromFlag {
+		t.Fatalf("from the flags: %v %v", q, err)
+	}
+	// None by default.
+	c, err = load(t, "serve", nil, "--data", t.TempDir())
+	if err != nil || c.SizeMap("workspace_quotas") != nil || c.Get("workspace_quotas").Text() != "" {
+		t.Fatalf("default: %v %v", c.SizeMap("workspace_quotas"), err)
+	}
+}
+
+// TestNATSSettings: the NATS settings read from every source, secrets
+// masked, credentials in URLs hidden.
+func TestNATSSettings(t *testing.T) {
+	data := t.TempDir()
+	write(t, filepath.Join(data, DataFileName), "nats: nats://alice:s3cret@n1:4222,nats://tok3n@n2:4222\nnats_replicas: 3\nnats_prefix: team\n")
+	c, err := load(t, "files", map[string]string{"METACLAW_NATS_USER": "bob", "METACLAW_NATS_PASSWORD": "hunter2"}, "--data", data, "--nats-token", "abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.String("nats") != "nats://alice:s3cret@n1:4222,nats://tok3n@n2:4222" || c.Int("nats_replicas") != 3 || c.String("nats_prefix") != "team" ||
+		c.String("nats_user") != "bob" || c.String("nats_password") != "hunter2" || c.String("nats_token") != "abc" {
+		t.Fatalf("values: %q %d %q %q %q %q", c.String("nats"), c.Int("nats_replicas"), c.String("nats_prefix"), c.String("nats_user"), c.String("nats_password"), c.String("nats_token"))
+	}
+	for key, want := range map[string]string{"nats": "nats://alice:****@n1:4222,nats://****@n2:4222", "nats_password": "****", "nats_token": "****", "nats_user": "bob"} {
+		if got := c.Get(key).Text(); got != want {
+			t.Errorf("%s shown as %q, want %q", key, got, want)
+		}
+	}
+	c, err = load(t, "serve", nil, "--data", t.TempDir(), "--nats", "embedded", "--nats-listen", "0.0.0.0:4333")
+	if err != nil || c.String("nats") != "embedded" || c.String("nats_listen") != "0.0.0.0:4333" || c.Int("nats_replicas") != 1 || c.String("nats_prefix") != "metaclaw" {
+		t.Fatalf("embedded: %v", err)
 	}
 }

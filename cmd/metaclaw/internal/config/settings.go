@@ -16,6 +16,10 @@ const (
 	Duration      // Go duration: 30s, 10m, 1h30m
 	List          // strings; repeatable flag, comma-separated env, YAML sequence
 	Enum          // one of Setting.Enum
+	// SizeMap is sizes by name (per-workspace quotas): NAME=SIZE, as a
+	// repeatable flag, comma-separated in the environment, or a YAML
+	// mapping ({team: 5GB}).
+	SizeMap
 )
 
 // Setting declares one configuration value. Its config-file key, flag and
@@ -73,6 +77,9 @@ var (
 	serveOnly    = []string{"serve", "config"}
 	// remoteCommands can talk to a running server instead of a data dir.
 	remoteCommands = []string{"files", "run", "tool", "tools", "config"}
+	// storeCommands open the workspaces' store: on the data directory, or
+	// on the NATS deployment the nats settings name.
+	storeCommands = []string{"serve", "mcp", "run", "tool", "tools", "files", "fsck", "config"}
 )
 
 // Settings is every setting, in the order `metaclaw config` prints them.
@@ -107,8 +114,27 @@ var Settings = []*Setting{
 		Doc: "largest image (width × height) that is decoded; larger ones are refused"},
 	{Key: "cache_dir", Kind: String, Commands: hostCommands,
 		Doc: "cache shared by every data directory, e.g. compiled WebAssembly for PDF text (default: the user's cache directory, ~/.cache/metaclaw)"},
+	{Key: "workspace_quotas", Kind: SizeMap, Flag: "workspace-quota", Commands: hostCommands,
+		Doc: "per-workspace quotas overriding max_workspace_size: WORKSPACE=SIZE (repeat the flag; comma-separated in the environment; a mapping in the file)"},
 	{Key: "allow_private_downloads", Kind: Bool, Default: "false", Commands: hostCommands,
 		Doc: "let files.download reach loopback and private addresses (local testing only)"},
+
+	{Key: "nats", Kind: String, Commands: storeCommands,
+		Doc: "keep workspaces on NATS JetStream, shared by several hosts: nats://host:4222 (several comma-separated), or embedded (a JetStream server inside serve, stored in DATA/nats)"},
+	{Key: "nats_listen", Kind: String, Default: "127.0.0.1:4222", Commands: storeCommands,
+		Doc: "where the embedded NATS server (nats: embedded) takes clients: other hosts join with --nats nats://THIS-HOST:PORT; beyond loopback it needs nats_user/nats_password or nats_token"},
+	{Key: "nats_creds", Kind: String, Commands: storeCommands,
+		Doc: "NATS credentials file (JWT and NKey seed, .creds)"},
+	{Key: "nats_user", Kind: String, Commands: storeCommands,
+		Doc: "NATS user name (with nats_password); the embedded server requires it of its clients"},
+	{Key: "nats_password", Kind: String, Commands: storeCommands, Secret: true,
+		Doc: "NATS password"},
+	{Key: "nats_token", Kind: String, Commands: storeCommands, Secret: true,
+		Doc: "NATS authentication token; the embedded server requires it of its clients"},
+	{Key: "nats_replicas", Kind: Int, Default: "1", Min: 1, Commands: storeCommands,
+		Doc: "replicas of every NATS bucket and stream (3 in a three-node cluster)"},
+	{Key: "nats_prefix", Kind: String, Default: "metaclaw", Commands: storeCommands,
+		Doc: "name prefix of the NATS buckets and subjects, so that several deployments can share one NATS"},
 
 	{Key: "run_timeout", Kind: Duration, Default: "30s", Commands: hostCommands,
 		Doc: "wall-clock limit of a script run unless the caller asks for another"},
@@ -203,12 +229,14 @@ func kindExample(k Kind, s *Setting) string {
 		return "a duration such as 30s, 5m or 1h30m"
 	case Enum:
 		return "one of " + strings.Join(s.Enum, ", ")
+	case SizeMap:
+		return "NAME=SIZE pairs such as team=5GB,guests=100MB"
 	}
 	return "text"
 }
 
 func (k Kind) String() string {
-	return [...]string{"string", "bool", "int", "size", "duration", "list", "enum"}[k]
+	return [...]string{"string", "bool", "int", "size", "duration", "list", "enum", "sizes"}[k]
 }
 
 var _ fmt.Stringer = Kind(0)

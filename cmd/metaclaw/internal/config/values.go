@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,8 @@ func parse(s *Setting, text string) (any, error) {
 			}
 		}
 		return out, nil
+	case SizeMap:
+		return parseSizeMap(s, text)
 	}
 	return nil, fmt.Errorf("%q is not %s", text, kindExample(s.Kind, s))
 }
@@ -133,8 +136,48 @@ func format(s *Setting, v any) string {
 		return FormatDuration(t)
 	case []string:
 		return strings.Join(t, ",")
+	case map[string]int64:
+		names := make([]string, 0, len(t))
+		for n := range t {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, n := range names {
+			parts[i] = n + "=" + FormatSize(t[n])
+		}
+		return strings.Join(parts, ",")
 	}
 	return fmt.Sprint(v)
+}
+
+// parseSizeMap reads NAME=SIZE pairs separated by commas; a name given
+// twice is a mistake, not an override.
+func parseSizeMap(s *Setting, text string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, part := range strings.Split(text, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, size, ok := strings.Cut(part, "=")
+		name, size = strings.TrimSpace(name), strings.TrimSpace(size)
+		if !ok || name == "" || size == "" {
+			return nil, fmt.Errorf("%q is not NAME=SIZE (e.g. team=5GB)", part)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("%q is given twice", name)
+		}
+		n, err := ParseSize(size)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", name, err)
+		}
+		if n < 1 {
+			return nil, fmt.Errorf("%s: a quota of %s holds nothing; give at least one byte", name, size)
+		}
+		out[name] = n
+	}
+	return out, nil
 }
 
 // FormatDuration writes d without zero tails: 1m, 1h30m, 1.5s.
