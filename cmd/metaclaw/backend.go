@@ -30,7 +30,7 @@ func (g *globals) backend() (backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &localBackend{h: h, env: h.Env(g.workspace, g.session)}, nil
+	return &localBackend{h: h, env: h.Env(g.workspace, g.session), close: func() error { return g.closeHost(h) }}, nil
 }
 
 // withBackend runs f on the backend with a context that Ctrl-C cancels, so

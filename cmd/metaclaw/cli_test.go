@@ -86,7 +86,7 @@ func TestMistakes(t *testing.T) {
 		{[]string{"serve", "--max-run", "5"}, []string{"did you mean --max-runs?"}},
 		{[]string{"files", "lst"}, []string{`files: unknown subcommand "lst"; did you mean list?`}},
 		{[]string{"files"}, []string{"Available Commands:", "upload"}},
-		{[]string{"run"}, []string{"metaclaw run takes 1 argument(s), got 0; usage: metaclaw run SCRIPT.js [flags]"}},
+		{[]string{"run"}, []string{"metaclaw run takes 1 argument(s), got 0; usage: metaclaw run SCRIPT.js|MODULE.wasm [flags]"}},
 		{[]string{"tool", "a", "b", "c"}, []string{"takes 1 to 2 argument(s), got 3"}},
 		{[]string{"serve", "--max-runs", "0"}, []string{"flag --max-runs: 0 is too small: the least is 1"}},
 		{[]string{"tool", "file_list", "--run-timeout", "forever"}, []string{`flag --run-timeout: "forever" is not a duration`}},

@@ -71,6 +71,10 @@ func jsonValue(v *config.Value) any {
 		if v.Value == nil {
 			return []string{}
 		}
+	case config.SizeMap:
+		if v.Value == nil {
+			return map[string]int64{}
+		}
 	}
 	return v.Value
 }

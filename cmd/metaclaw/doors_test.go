@@ -196,7 +196,9 @@ func openDoors(bin string) (*doors, error) {
 		// reference runs them in-process, so the two runners are
 		// compared too.
 		if name == "ref" {
-			h.Runner = jsrt.New(h)
+			if err := setRunners(h, jsrt.New(h), true); err != nil {
+				return nil, nil, err
+			}
 		} else if err := startPool(h, 1, 0); err != nil {
 			return nil, nil, err
 		}
@@ -395,25 +397,16 @@ func exampleCases(reg *hostapi.Registry) []exampleCase {
 	return out
 }
 
-// exampleSetup are the calls an example needs before it where a fresh
-// workspace with its fixtures is not enough: a revert needs an edit, a
-// delete something saved. They belong beside the example in the registry
-// (an Example.Setup field, requested from hostapi's owner); until then
-// this table mirrors the files and agenttools example tests.
-var exampleSetup = map[string][][2]string{
-	"file_revert": {{"file_write_text", `{"id": "notes.md", "content": "changed\n"}`}},
-	"tool_delete": {{"tool_save", `{"name": "add_nums", "description": "Add two numbers a and b", "code": "return input.a + input.b;"}`}},
-}
-
 // prepare uploads the example's fixtures into workspace ws of h and makes
-// its setup calls.
+// its setup calls (Example.Setup: a revert needs an edit before it, a
+// delete something saved), through h's registry, in order.
 func prepare(ctx context.Context, h *hostapi.Host, ws string, c exampleCase) error {
 	if err := uploadFixtures(ctx, h, ws, c.ex.Files); err != nil {
 		return err
 	}
-	for _, call := range exampleSetup[c.op.Tool] {
-		if _, err := h.Registry.CallToolJSON(ctx, h.Env(ws, "door-test"), call[0], []byte(call[1])); err != nil {
-			return fmt.Errorf("setup %s %s: %v", call[0], call[1], err)
+	for _, call := range c.ex.Setup {
+		if _, err := h.Registry.CallTool(ctx, h.Env(ws, "door-test"), call.Tool, call.Args); err != nil {
+			return fmt.Errorf("setup %s %v: %v", call.Tool, call.Args, err)
 		}
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -45,6 +47,41 @@ type upload struct {
 	Filename  string // the local file's base name
 	Overwrite bool
 	Size      int64 // exact body size
+	// TTL, when positive, deletes the file that long after the upload.
+	TTL time.Duration
+}
+
+// Time-to-live bounds, as files.create takes them.
+const (
+	minTTL = time.Second
+	maxTTL = 366 * 24 * time.Hour
+)
+
+// parseTTL reads --ttl: a Go duration (90m, 24h, 1h30m) or whole days
+// (7d), from a second to a year.
+func parseTTL(text string) (time.Duration, error) {
+	text = strings.TrimSpace(text)
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(text, "d"); ok {
+		var n int64
+		n, err = strconv.ParseInt(days, 10, 64)
+		if err == nil && (n < 0 || n > 366) {
+			return 0, fmt.Errorf("--ttl %s: at most a year (366d)", text)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		d, err = time.ParseDuration(text)
+	}
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--ttl %q is not a duration such as 30m, 24h or 7d", text)
+	case d < minTTL:
+		return 0, fmt.Errorf("--ttl %s: a time to live is at least 1s", text)
+	case d > maxTTL:
+		return 0, fmt.Errorf("--ttl %s: a time to live is at most a year (366d)", text)
+	}
+	return d, nil
 }
 
 func newFilesCmd(g *globals) *cobra.Command {
@@ -81,20 +118,32 @@ running server. Output is for people (tables, sentences) unless --json is given.
 }
 
 func newFilesUploadCmd(g *globals) *cobra.Command {
-	var name string
+	var name, ttl string
 	var overwrite bool
 	cmd := &cobra.Command{
 		Use:   "upload PATH",
 		Short: "upload a local file into the workspace",
+		Long: `Upload a local file into the workspace. With --ttl the file is deleted automatically that
+long after the upload (a file:deleted event says so); files info shows expires_on.`,
 		Example: `  metaclaw files upload sales.xlsx
-  metaclaw files upload ./out/report.pdf --name reports/q3.pdf --overwrite`,
+  metaclaw files upload ./out/report.pdf --name reports/q3.pdf --overwrite
+  metaclaw files upload scratch.csv --ttl 24h`,
 		Args: positional(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return filesUpload(cmd, g, args[0], name, overwrite)
+			u := upload{Name: name, Overwrite: overwrite}
+			if cmd.Flags().Changed("ttl") {
+				d, err := parseTTL(ttl)
+				if err != nil {
+					return usageError(cmd, "files upload: %v", err)
+				}
+				u.TTL = d
+			}
+			return filesUpload(cmd, g, args[0], u)
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "workspace path to store the file under (default: the file's base name)")
 	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "replace an existing file of that name")
+	cmd.Flags().StringVar(&ttl, "ttl", "", "delete the file automatically this long after the upload: 30m, 24h, 7d (1s to a year)")
 	return cmd
 }
 
@@ -204,7 +253,7 @@ func newFilesRevertCmd(g *globals) *cobra.Command {
 	}
 }
 
-func filesUpload(cmd *cobra.Command, g *globals, path, name string, overwrite bool) error {
+func filesUpload(cmd *cobra.Command, g *globals, path string, u upload) error {
 	fh, err := os.Open(path)
 	if err != nil {
 		return usageError(cmd, "files upload: %v", err)
@@ -214,17 +263,18 @@ func filesUpload(cmd *cobra.Command, g *globals, path, name string, overwrite bo
 	if err != nil || st.IsDir() {
 		return usageError(cmd, "files upload: %s is not a regular file", path)
 	}
-	if name == "" {
-		name = filepath.Base(path)
+	if u.Name == "" {
+		u.Name = filepath.Base(path)
 	}
+	u.Filename, u.Size = filepath.Base(path), st.Size()
 	return g.withBackend(g.json, func(ctx context.Context, b backend) error {
 		var body io.Reader = fh
-		bar := progress(st.Size(), "uploading "+name)
+		bar := progress(st.Size(), "uploading "+u.Name)
 		if bar != nil {
 			r := progressbar.NewReader(fh, bar)
 			body = &r
 		}
-		res, err := b.Upload(ctx, body, upload{Name: name, Filename: filepath.Base(path), Overwrite: overwrite, Size: st.Size()})
+		res, err := b.Upload(ctx, body, u)
 		if bar != nil {
 			bar.Finish()
 			fmt.Fprintln(stderr)
@@ -235,7 +285,14 @@ func filesUpload(cmd *cobra.Command, g *globals, path, name string, overwrite bo
 		if g.json {
 			printJSON(res)
 		} else {
-			fmt.Fprintf(stdout, "uploaded %v (%s, %v) id %v\n", res["name"], human(size(res)), res["mime_type"], res["id"])
+			expires := ""
+			if e, ok := res["expires_on"]; ok {
+				expires = fmt.Sprintf(", expires %v", e)
+				if t, err := time.Parse(time.RFC3339Nano, fmt.Sprint(e)); err == nil {
+					expires = ", expires " + t.Local().Format(time.DateTime)
+				}
+			}
+			fmt.Fprintf(stdout, "uploaded %v (%s, %v) id %v%s\n", res["name"], human(size(res)), res["mime_type"], res["id"], expires)
 		}
 		return nil
 	})

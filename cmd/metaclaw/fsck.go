@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
 )
 
 func newFsckCmd(g *globals) *cobra.Command {
@@ -12,7 +14,11 @@ func newFsckCmd(g *globals) *cobra.Command {
 		Use:   "fsck",
 		Short: "check (and repair) metadata against the file bodies on disk",
 		Long: `Check that every file's metadata agrees with its body on disk (size, sha256) and find
-orphaned bodies; --repair fixes what can be fixed. Exits 1 while problems remain.`,
+orphaned bodies; --repair fixes what can be fixed. Exits 1 while problems remain.
+
+With --nats (workspaces on NATS JetStream) it checks the shared deployment instead: that
+every file's record has its body, and its backup, in the object store. It runs beside the
+serving hosts; what crashed hosts leave behind is removed by the hosts themselves.`,
 		Example: `  metaclaw fsck --data /srv/metaclaw
   metaclaw fsck --repair --json`,
 		Args: positional(0, 0),
@@ -21,7 +27,7 @@ orphaned bodies; --repair fixes what can be fixed. Exits 1 while problems remain
 			if err != nil {
 				return fail(g, err, g.json)
 			}
-			defer h.Close()
+			defer g.closeHost(h)
 			rep, err := h.Store.Fsck(cmd.Context(), repair)
 			if err != nil {
 				return fail(g, err, g.json)
@@ -53,5 +59,6 @@ orphaned bodies; --repair fixes what can be fixed. Exits 1 while problems remain
 		},
 	}
 	cmd.Flags().BoolVar(&repair, "repair", false, "fix what can be fixed")
+	config.Bind(cmd.Flags(), "fsck")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
@@ -17,9 +18,11 @@ import (
 type localBackend struct {
 	h   *hostapi.Host
 	env *hostapi.Env
+	// close closes h and what its store stands on (globals.closeHost).
+	close func() error
 }
 
-func (l *localBackend) Close() error { return l.h.Close() }
+func (l *localBackend) Close() error { return l.close() }
 
 // actor records the CLI's session as the provenance of what the file
 // commands change (the registry does this itself for run and tool).
@@ -28,11 +31,15 @@ func (l *localBackend) actor(ctx context.Context) context.Context {
 }
 
 func (l *localBackend) Upload(ctx context.Context, body io.Reader, u upload) (map[string]any, error) {
-	f, err := l.env.WS.Create(l.actor(ctx), store.CreateOptions{Name: u.Name, Source: store.SourceUpload, Overwrite: u.Overwrite}, body)
+	f, err := l.env.WS.Create(l.actor(ctx), store.CreateOptions{Name: u.Name, Source: store.SourceUpload, Overwrite: u.Overwrite, TTL: u.TTL}, body)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"id": f.ID, "name": f.Name, "size": f.Size, "mime_type": f.MimeType, "sha256": f.SHA256}, nil
+	res := map[string]any{"id": f.ID, "name": f.Name, "size": f.Size, "mime_type": f.MimeType, "sha256": f.SHA256}
+	if !f.ExpiresOn.IsZero() {
+		res["expires_on"] = f.ExpiresOn.UTC().Format(time.RFC3339Nano)
+	}
+	return res, nil
 }
 
 func (l *localBackend) Download(ctx context.Context, ref string, open func(name string, size int64) (io.Writer, error)) (map[string]any, error) {
@@ -95,7 +102,7 @@ func (l *localBackend) Run(ctx context.Context, s script) (any, bool, error) {
 			return nil, false, apierr.New(apierr.ValidationFailed, "--input is not valid JSON: %v", err)
 		}
 	}
-	res := l.h.Runner.Run(ctx, l.env, hostapi.RunRequest{Code: s.Code, Input: in, Name: s.Name,
+	res := l.h.Runner.Run(ctx, l.env, hostapi.RunRequest{Code: s.Code, Wasm: s.Wasm, Input: in, Name: s.Name,
 		Limits: hostapi.RunLimits{Timeout: s.Timeout}})
 	return res, res.OK, nil
 }

@@ -46,6 +46,9 @@ type globals struct {
 	// directory.
 	server string
 	token  string
+	// shared is the NATS backend of the host this command opened, if any;
+	// closeHost undoes it once the host has closed.
+	shared *sharedStore
 }
 
 func main() { os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -301,6 +304,7 @@ func (g *globals) hostConfig(log *slog.Logger) hostapi.Config {
 		DataDir:               g.data,
 		MaxFileSize:           c.Int("max_file_size"),
 		MaxWorkspaceSize:      c.Int("max_workspace_size"),
+		WorkspaceQuotas:       c.SizeMap("workspace_quotas"),
 		AllowPrivateDownloads: c.Bool("allow_private_downloads"),
 		MaxImagePixels:        c.Int("max_image_pixels"),
 		Limits:                limits,
@@ -339,30 +343,63 @@ func (g *globals) logger(quiet bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(stderr, opts))
 }
 
-// openHost opens the data directory with every operation and the JS runner.
-func (g *globals) openHost() (*hostapi.Host, *host.Parts, error) {
-	h, parts, err := host.Open(g.hostConfig(g.logger(true)))
+// assemble opens the host of a command with every operation: on the data
+// directory, or on the NATS deployment of the nats setting (serving: this
+// is `metaclaw serve`, which runs an embedded NATS server for others).
+// Close it with closeHost. The caller sets its runners.
+func (g *globals) assemble(log *slog.Logger, serving bool) (*hostapi.Host, *host.Parts, error) {
+	cfg := g.hostConfig(log)
+	shared, err := g.openShared(serving)
 	if err != nil {
 		return nil, nil, err
 	}
-	// One-shot commands need one worker, if any.
-	newLazyPool(h, 1)
+	if shared != nil {
+		cfg.Backend = shared.backend
+	}
+	h, parts, err := host.Open(cfg)
+	if err != nil {
+		shared.close()
+		return nil, nil, err
+	}
+	g.shared = shared
 	// search_api is a tool of every door, the CLI's too.
 	ts.Register(h)
 	return h, parts, nil
 }
 
+// closeHost closes a host from assemble, then what its store stood on.
+func (g *globals) closeHost(h *hostapi.Host) error {
+	err := h.Close()
+	g.shared.close()
+	g.shared = nil
+	return err
+}
+
+// openHost opens the host of a one-shot command, whose runtimes start with
+// the first script or module.
+func (g *globals) openHost() (*hostapi.Host, *host.Parts, error) {
+	h, parts, err := g.assemble(g.logger(true), false)
+	if err != nil {
+		return nil, nil, err
+	}
+	// One-shot commands need one worker, if any.
+	newLazyPool(h, 1)
+	return h, parts, nil
+}
+
 // openRegistry opens a host for commands that only describe the
-// operations (types, tools): on the data directory when useData and one
-// exists (its saved tools are listed too), else on a throwaway directory,
-// so that asking what metaclaw can do never creates ./data.
+// operations (types, tools): on the data directory (or NATS deployment)
+// when useData and one exists (its saved tools are listed too), else on a
+// throwaway directory, so that asking what metaclaw can do never creates
+// ./data.
 func (g *globals) openRegistry(useData bool) (h *hostapi.Host, cleanup func(), err error) {
-	if st, err := os.Stat(g.data); useData && err == nil && st.IsDir() {
+	st, statErr := os.Stat(g.data)
+	if useData && (statErr == nil && st.IsDir() || g.cfg.String("nats") != "") {
 		h, _, err := g.openHost()
 		if err != nil {
 			return nil, nil, err
 		}
-		return h, func() { h.Close() }, nil
+		return h, func() { g.closeHost(h) }, nil
 	}
 	dir, err := os.MkdirTemp("", "metaclaw-registry-")
 	if err != nil {

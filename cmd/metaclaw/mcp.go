@@ -28,11 +28,11 @@ stdin and stdout, for MCP clients that start their servers as child processes.`,
 		Args: positional(0, 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := g.logger(true)
-			h, parts, err := g.openHost()
+			h, parts, err := g.assemble(log, false)
 			if err != nil {
 				return fail(g, err, false)
 			}
-			defer h.Close()
+			defer g.closeHost(h)
 			// Workers start with the first script, then stay warm: many
 			// MCP sessions only list and read files.
 			newLazyPool(h, int(g.cfg.Int("workers")))

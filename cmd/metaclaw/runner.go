@@ -6,23 +6,101 @@ import (
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/runtime/wasm"
 	"github.com/metaclaw/metaclaw/runtime/worker"
 )
 
 // Scripts run in sandbox worker processes (runtime/worker): the same
-// binary in its hidden worker mode, limited from outside.
+// binary in its hidden worker mode, limited from outside. WebAssembly
+// modules run on one wazero runner per host (runtime/wasm), in process:
+// wazero bounds their memory and time itself. hostapi.Runners sends each
+// run to its runtime.
+
+// setRunners makes h's runner js for scripts and a WebAssembly runner for
+// modules, made now (warm) or with the first module, closed with the host.
+func setRunners(h *hostapi.Host, js hostapi.ScriptRunner, warmWasm bool) error {
+	mods := newLazyWasm(h)
+	if warmWasm {
+		if _, err := mods.get(); err != nil {
+			return err
+		}
+	}
+	h.Runner = hostapi.Runners{JS: js, WASM: mods}
+	return nil
+}
 
 // startPool gives h a warm pool of size workers (0: one per CPU) serving
-// at most max runs at once, closed with the host. serve and mcp use it.
+// at most max runs at once, closed with the host, and a warm WebAssembly
+// runner. serve uses it.
 func startPool(h *hostapi.Host, size, max int) error {
 	p, err := worker.NewPool(h, worker.Options{Size: size, Max: max, Log: h.Log})
 	if err != nil {
 		return apierr.Wrap(apierr.ToolWorkerUnavailable, err, "cannot start the sandbox workers: %v", err)
 	}
-	h.Runner = p
 	h.OnClose(p.Close)
-	return nil
+	return setRunners(h, p, true)
 }
+
+// lazyWasm is the WebAssembly runtime of a host: its wazero runner is
+// made by the first module run or check (a command that runs no module
+// never pays for it), and closes with the host.
+type lazyWasm struct {
+	h      *hostapi.Host
+	mu     sync.Mutex
+	r      *wasm.HostRunner
+	closed bool
+}
+
+func newLazyWasm(h *hostapi.Host) *lazyWasm {
+	l := &lazyWasm{h: h}
+	// The runner closes itself with the host (wasm.New registers it);
+	// this only stops one being made once the host is closing.
+	h.OnClose(func() error {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		return nil
+	})
+	return l
+}
+
+func (l *lazyWasm) get() (*wasm.HostRunner, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, apierr.New(apierr.ToolWorkerUnavailable, "the host is closing; no module can start")
+	}
+	if l.r == nil {
+		r, err := wasm.New(l.h, wasm.Options{})
+		if err != nil {
+			return nil, apierr.Wrap(apierr.ToolWorkerUnavailable, err, "cannot start the WebAssembly runtime: %v", err)
+		}
+		l.r = r.ForHost()
+	}
+	return l.r, nil
+}
+
+func (l *lazyWasm) Run(ctx context.Context, env *hostapi.Env, req hostapi.RunRequest) *hostapi.RunResult {
+	r, err := l.get()
+	if err != nil {
+		e := apierr.Of(err)
+		return &hostapi.RunResult{Error: &hostapi.RunError{Code: e.Code, Message: e.Message}, Logs: []hostapi.LogEntry{}, Files: []hostapi.Artifact{}}
+	}
+	return r.Run(ctx, env, req)
+}
+
+func (l *lazyWasm) Check(ctx context.Context, env *hostapi.Env, req hostapi.RunRequest) error {
+	r, err := l.get()
+	if err != nil {
+		return err
+	}
+	return r.Check(ctx, env, req)
+}
+
+var (
+	_ hostapi.ScriptRunner  = (*lazyWasm)(nil)
+	_ hostapi.ModuleChecker = (*lazyWasm)(nil)
+)
 
 // lazyPool is the runner of commands that may never run a script (run,
 // tool, files, and mcp, whose client may only list and read files): the
@@ -35,11 +113,12 @@ type lazyPool struct {
 	err  error
 }
 
-// newLazyPool makes h's runner a pool of size warm workers (0: one per
-// CPU) started by the first script.
+// newLazyPool makes h's runners a pool of size warm workers (0: one per
+// CPU) started by the first script, and a WebAssembly runner made by the
+// first module.
 func newLazyPool(h *hostapi.Host, size int) *lazyPool {
 	l := &lazyPool{h: h, size: size}
-	h.Runner = l
+	setRunners(h, l, false) // nothing to fail: nothing starts yet
 	h.OnClose(func() error {
 		l.once.Do(func() {}) // no pool after this
 		if l.pool != nil {

@@ -8,13 +8,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/metaclaw/metaclaw/bindings/ts"
 	"github.com/metaclaw/metaclaw/cmd/metaclaw/internal/config"
-	"github.com/metaclaw/metaclaw/hostapi/host"
+	"github.com/metaclaw/metaclaw/hostapi/pdf"
 	"github.com/metaclaw/metaclaw/hostapi/store"
 	"github.com/metaclaw/metaclaw/server"
 )
@@ -67,12 +68,11 @@ tokens (SECRET:WORKSPACE) each token sees its own workspace.`,
 			}
 			defer release()
 			log := g.logger(false)
-			h, parts, err := host.Open(g.hostConfig(log))
+			h, parts, err := g.assemble(log, true)
 			if err != nil {
 				return fail(g, err, g.json)
 			}
-			defer h.Close()
-			ts.Register(h)
+			defer g.closeHost(h)
 			if err := startPool(h, int(c.Int("workers")), int(c.Int("max_runs"))); err != nil {
 				return fail(g, err, g.json)
 			}
@@ -91,6 +91,23 @@ tokens (SECRET:WORKSPACE) each token sees its own workspace.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// The PDF engine loads (on a new machine: compiles) in the
+			// background, so that the first PDF request does not wait for
+			// it; requests that come sooner wait for the same start.
+			go func() {
+				start := time.Now()
+				if err := pdf.Warm(ctx, h); err != nil && ctx.Err() == nil {
+					log.Warn("the PDF engine did not start; PDF text operations will try again", "error", err)
+					return
+				}
+				log.Debug("PDF engine ready", "took", time.Since(start).Round(time.Millisecond))
+			}()
+			if g.shared != nil && g.shared.clientURL != "" {
+				fmt.Fprintf(stderr, "metaclaw: embedded NATS JetStream (stored in %s) takes other hosts at %s\n",
+					filepath.Join(g.data, "nats"), g.shared.clientURL)
+			} else if g.shared != nil {
+				fmt.Fprintf(stderr, "metaclaw: workspaces on NATS at %s\n", c.Get("nats").Text())
+			}
 			// Said once the port is open (with the port chosen for :0), so
 			// that whoever starts the server can wait for this line.
 			if len(toks) == 0 {
