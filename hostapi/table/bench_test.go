@@ -227,3 +227,28 @@ func rssBytes() uint64 {
 	}
 	return 0
 }
+
+// BenchmarkWorkerRoundTrip: one request to a warm SQL worker and its
+// answer, with no SQL — the cost every table call pays for running DuckDB
+// out of process.
+func BenchmarkWorkerRoundTrip(b *testing.B) {
+	h, err := hostapi.NewHost(hostapi.Config{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close() })
+	e, err := register(h, defaultOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := e.workers.call(ctx, "", opEvict, struct{}{}, nil, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := e.workers.call(ctx, "", opEvict, struct{}{}, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -118,7 +118,9 @@ func (e *engine) await(ctx context.Context, ws *store.Workspace, ref string, she
 			return fl.meta, nil, nil
 		}
 		<-fl.done // the map failed, so the flight is over
-		if errors.Is(fl.err, errChanged) && attempt < 2 {
+		// A file changed under the build, or a flight its other callers
+		// abandoned just as this one joined: start again.
+		if (errors.Is(fl.err, errChanged) || errors.Is(fl.err, errAbandoned) && ctx.Err() == nil) && attempt < 2 {
 			continue
 		}
 		if fl.err != nil {
@@ -129,6 +131,9 @@ func (e *engine) await(ctx context.Context, ws *store.Workspace, ref string, she
 }
 
 var errChanged = errors.New("file changed while it was being loaded")
+
+// errAbandoned is the cause of a flight stopped because its callers left.
+var errAbandoned = errors.New("every caller waiting for the table gave up")
 
 var errClosed = apierr.New(apierr.ToolWorkerUnavailable, "the table engine is shutting down")
 
@@ -175,7 +180,7 @@ func (e *engine) ingestTimeout(ctx context.Context, f *store.File, err error) er
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return apierr.Wrap(apierr.Timeout, err, "loading %q as a table took longer than %s and was stopped; the file may be too large or too complex — split it or export the sheet as CSV", f.Name, e.opts.IngestTimeout)
 	}
-	return apierr.Wrap(apierr.Timeout, err, "loading %q as a table was stopped: every caller waiting for it gave up", f.Name)
+	return apierr.Wrap(apierr.Timeout, errAbandoned, "loading %q as a table was stopped: every caller waiting for it gave up", f.Name)
 }
 
 // loadOrBuild opens the database at path, or builds it in a worker: the

@@ -4,6 +4,14 @@
 // operations files.table.getMap, describe, stats, readRows, query and
 // export (meta-tools table_*) read them through locked-down, read-only
 // DuckDB instances.
+//
+// DuckDB never runs in the host process: every build and query runs in an
+// SQL worker process (worker.go) that the kernel holds to a memory limit
+// and that is killed when it outlives its call's deadline. The host side
+// (ops.go, build.go, lifecycle.go) resolves files, shares builds between
+// callers and keeps the cache in step with the store; the worker side
+// (workerproc.go, duck.go and the ingest and query files) only ever sees
+// the paths a request names.
 package table
 
 import (

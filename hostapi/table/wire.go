@@ -59,8 +59,8 @@ type workerReady struct {
 
 // workerResources is a worker's memory as the kernel counts it.
 type workerResources struct {
-	RSS    int64 `json:"rss"`    // resident bytes
-	VmData int64 `json:"vmData"` // private writable bytes (what RLIMIT_DATA bounds)
+	RSS    int64 `json:"rss"`              // resident bytes
+	VmData int64 `json:"vmData,omitempty"` // private writable bytes (what RLIMIT_DATA bounds); at start only
 }
 
 const (

@@ -44,8 +44,10 @@ func workerMain(config string) int {
 		fmt.Fprintf(os.Stderr, "sql worker: cannot limit memory: %v\n", err)
 		return 2
 	}
-	// Give memory back to the kernel soon after a large result is sent.
+	// Keep Go's own heap (results, excelize) well inside the headroom, and
+	// give memory back soon after a large result is sent.
 	debug.SetGCPercent(50)
+	debug.SetMemoryLimit(cfg.DataHeadroom / 2)
 
 	var outMu sync.Mutex
 	send := func(r response) {
@@ -104,11 +106,28 @@ func workerMain(config string) int {
 		} else if resp.Result, err = json.Marshal(res); err != nil {
 			resp.Error = apierr.New(apierr.Internal, "encoding the result failed: %v", err)
 		}
-		u := readUsage()
-		resp.Usage = &u
+		resp.Usage = &workerResources{RSS: readRSS()}
 		send(resp)
 	}
 	return 0
+}
+
+// pageSize is the unit of /proc/self/statm.
+var pageSize = int64(os.Getpagesize())
+
+// readRSS reads this process's resident bytes from /proc/self/statm (one
+// short line; it is read after every request).
+func readRSS() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * pageSize
 }
 
 // readUsage reads this process's VmRSS and VmData.
