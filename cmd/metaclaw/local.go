@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"time"
 
@@ -96,11 +95,10 @@ func (l *localBackend) Revert(ctx context.Context, ref string) (map[string]any, 
 }
 
 func (l *localBackend) Run(ctx context.Context, s script) (any, bool, error) {
-	var in any
-	if len(s.Input) > 0 {
-		if err := json.Unmarshal(s.Input, &in); err != nil {
-			return nil, false, apierr.New(apierr.ValidationFailed, "--input is not valid JSON: %v", err)
-		}
+	// Numbers exact or refused, as run_script's input at every other door.
+	in, err := hostapi.ParseValue(s.Input)
+	if err != nil {
+		return nil, false, apierr.New(apierr.ValidationFailed, "--input: %s", apierr.Of(err).Message)
 	}
 	res := l.h.Runner.Run(ctx, l.env, hostapi.RunRequest{Code: s.Code, Wasm: s.Wasm, Input: in, Name: s.Name,
 		Limits: hostapi.RunLimits{Timeout: s.Timeout}})
