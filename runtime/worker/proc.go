@@ -365,12 +365,31 @@ func (w *proc) runJob(ctx context.Context, j *job, b *jsrt.Begun, deadline time.
 	rearm := func() {
 		kill.Reset(p.opts.KillAfter)
 	}
+	// The worker's memory is watched from here too (see overBudget),
+	// every few milliseconds while the run lasts. A run over before the
+	// first look cannot have touched hundreds of megabytes.
+	pressureTick := time.NewTicker(pressurePoll)
+	defer pressureTick.Stop()
+	pressure := pressureTick.C
+	started := time.Now()
 	ctxDone := ctx.Done()
 	stopping := j.stopping
 	for {
 		select {
 		case e := <-j.done:
+			if w.cg != nil && time.Since(started) >= pressurePoll/2 {
+				// A run that reached the limit and got by is not the
+				// next run's fault.
+				w.cg.atLimit()
+			}
 			return e.out, e.healthy
+		case <-pressure:
+			if w.overBudget(j.budget) {
+				reason := script.MemoryError(j.budget)
+				j.noteStop(reason)
+				w.kill(reason)
+				return script.Outcome{Err: reason}, false
+			}
 		case <-stopping:
 			stopping = nil
 			rearm()
@@ -393,6 +412,47 @@ func (w *proc) runJob(ctx context.Context, j *job, b *jsrt.Begun, deadline time.
 			return script.Outcome{Err: reason}, false
 		}
 	}
+}
+
+// pressurePoll is how often the pool looks at a running worker's memory.
+const pressurePoll = 10 * time.Millisecond
+
+// overBudget reports whether a running worker's memory, as the kernel
+// counts it, is past what a run with this budget may use: its anonymous
+// resident memory above budget + half the overhead, or its cgroup's limit
+// reached. The worker's own heap watchdog normally stops a run long
+// before; but a script inside one huge native copy (a 200 MB string
+// concatenation) holds up the worker's whole Go runtime while the copy
+// runs (a collection waits for it to reach a safe point, and every
+// goroutine, the watchdog too, waits for the collection), and on a busy
+// machine that copy takes seconds of page faults. Seen from outside, the
+// worker's memory grows all the same.
+func (w *proc) overBudget(budget int64) bool {
+	if w.cg != nil && w.cg.atLimit() {
+		return true
+	}
+	if budget <= 0 {
+		return false
+	}
+	anon := anonRSS(w.pid)
+	return anon > budget+w.pool.opts.MemoryOverhead/2
+}
+
+// anonRSS is a process's anonymous resident memory in bytes (resident
+// minus file-backed and shared pages, from /proc/PID/statm), or 0 when it
+// cannot be read.
+func anonRSS(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0
+	}
+	resident, _ := strconv.ParseInt(f[1], 10, 64)
+	shared, _ := strconv.ParseInt(f[2], 10, 64)
+	return (resident - shared) * int64(os.Getpagesize())
 }
 
 // lost is the outcome of a run whose worker vanished before it started.

@@ -124,6 +124,9 @@ type cgroupParent struct {
 type cgroup struct {
 	dir   string
 	limit int64
+	// fails is memory.failcnt as last seen: how often the worker's memory
+	// had reached the limit by then.
+	fails int64
 }
 
 // openCgroups creates the pool's cgroup directory below the process's own
@@ -274,6 +277,36 @@ func (cg *cgroup) oomKilled() bool {
 	}
 	fail, err := os.ReadFile(filepath.Join(cg.dir, "memory.failcnt"))
 	return err == nil && strings.TrimSpace(string(fail)) != "0"
+}
+
+// failCount reads how often the worker's memory has reached the limit
+// (-1 when it cannot be read).
+func (cg *cgroup) failCount() int64 {
+	b, err := os.ReadFile(filepath.Join(cg.dir, "memory.failcnt"))
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// atLimit reports whether the worker's memory has reached the limit since
+// the last look. A cgroup v1 limit does not end a process at once: the
+// kernel first reclaims what it can, which for a worker is its own code
+// (the binary's file pages), and the worker crawls on re-reading them, for
+// seconds on a busy machine, before the OOM killer acts. The pool asks
+// this while a run lasts and ends the run itself.
+func (cg *cgroup) atLimit() bool {
+	n := cg.failCount()
+	if n < 0 {
+		return false
+	}
+	hit := n > cg.fails
+	cg.fails = n
+	return hit
 }
 
 // remove deletes the (empty) cgroup after its worker has exited.

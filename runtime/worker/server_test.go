@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,7 +112,7 @@ func TestBadInputOverHTTP(t *testing.T) {
 			t.Fatalf("warm-up: %v %+v", err, res)
 		}
 	}
-	runtime.GC()
+	debug.FreeOSMemory()
 	rss0 := hostRSS()
 
 	// A concurrent stream of trivial runs, paced (a run every 10 ms per
@@ -162,38 +163,45 @@ func TestBadInputOverHTTP(t *testing.T) {
 	}()
 
 	mem, slow := apierr.ResourceExhausted, apierr.Timeout
+	// A case that can only end one way (its memory or size limit) runs
+	// with a long time limit: on a loaded machine its native work may
+	// take longer than the short limit the time cases are tested with,
+	// and it must still end with its own code.
+	const longMs = 10000
 	cases := []struct {
-		name  string
-		code  string
-		codes []apierr.Code
+		name    string
+		code    string
+		codes   []apierr.Code
+		limitMs int
 	}{
-		{"repeat 2^30", `return 'x'.repeat(2**30).length`, []apierr.Code{mem}},
-		{"repeat 2^40", `return 'x'.repeat(2**40).length`, []apierr.Code{mem}},
-		{"array 1e9 filled", `return new Array(1e9).fill(0).length`, []apierr.Code{mem, slow}},
-		{"ArrayBuffer 2^31", `return new ArrayBuffer(2**31).byteLength`, []apierr.Code{mem}},
-		{"Uint8Array 2^32 filled", `return new Uint8Array(2**32).fill(1).length`, []apierr.Code{mem}},
-		{"split of 2^27", `return 'x'.repeat(2**27).split('').length`, []apierr.Code{mem, slow}},
-		{"JSON.parse of 200 MB", `const chunk = '1,'.repeat(2**19); return JSON.parse('[' + chunk.repeat(200) + '1]').length`, []apierr.Code{mem}},
-		{"catastrophic regex", `return /^(a+)+(?!x)$/.test('a'.repeat(34) + 'b')`, []apierr.Code{slow}},
-		{"loop in try/finally", `try { while (true) {} } finally { while (true) {} }`, []apierr.Code{slow}},
-		{"unbounded recursion", `function f(n) { return f(n + 1) + 1 } return f(0)`, []apierr.Code{mem}},
-		{"recursion through a native built-in", `function f(a) { return [a].map(f) } return f(0)`, []apierr.Code{mem, slow}},
-		{"promise that never settles", `await new Promise(() => {})`, []apierr.Code{apierr.ValidationFailed}},
-		{"promise that never settles while calls run", `new Promise(() => {}); for (;;) await files.list()`, []apierr.Code{slow}},
-		{"console flood", `for (;;) console.log('x'.repeat(100))`, []apierr.Code{slow}},
-		{"100 MB return value", `const mb = 'x'.repeat(2**20); return Array.from({length: 100}, () => mb)`, []apierr.Code{mem}},
-		{"100 MB return string", `const mb = 'x'.repeat(2**20); return mb.repeat(100)`, []apierr.Code{mem, slow}},
-		{"cyclic argument", `const a = {}; a.self = a; await files.create('x.txt', {content: a})`, []apierr.Code{apierr.ValidationFailed}},
-		{"10,000-deep argument", `let a = [], c = a; for (let i = 0; i < 10000; i++) { c[0] = []; c = c[0] } await files.create('x.txt', {content: a})`, []apierr.Code{apierr.ValidationFailed}},
+		{"repeat 2^30", `return 'x'.repeat(2**30).length`, []apierr.Code{mem}, longMs},
+		{"repeat 2^40", `return 'x'.repeat(2**40).length`, []apierr.Code{mem}, longMs},
+		{"array 1e9 filled", `return new Array(1e9).fill(0).length`, []apierr.Code{mem, slow}, limitMs},
+		{"ArrayBuffer 2^31", `return new ArrayBuffer(2**31).byteLength`, []apierr.Code{mem}, longMs},
+		{"Uint8Array 2^32 filled", `return new Uint8Array(2**32).fill(1).length`, []apierr.Code{mem}, longMs},
+		{"split of 2^27", `return 'x'.repeat(2**27).split('').length`, []apierr.Code{mem, slow}, limitMs},
+		{"JSON.parse of 200 MB", `const chunk = '1,'.repeat(2**19); return JSON.parse('[' + chunk.repeat(200) + '1]').length`, []apierr.Code{mem}, longMs},
+		{"catastrophic regex", `return /^(a+)+(?!x)$/.test('a'.repeat(34) + 'b')`, []apierr.Code{slow}, limitMs},
+		{"loop in try/finally", `try { while (true) {} } finally { while (true) {} }`, []apierr.Code{slow}, limitMs},
+		{"unbounded recursion", `function f(n) { return f(n + 1) + 1 } return f(0)`, []apierr.Code{mem}, longMs},
+		{"recursion through a native built-in", `function f(a) { return [a].map(f) } return f(0)`, []apierr.Code{mem, slow}, limitMs},
+		{"promise that never settles", `await new Promise(() => {})`, []apierr.Code{apierr.ValidationFailed}, limitMs},
+		{"promise that never settles while calls run", `new Promise(() => {}); for (;;) await files.list()`, []apierr.Code{slow}, limitMs},
+		{"console flood", `for (;;) console.log('x'.repeat(100))`, []apierr.Code{slow}, limitMs},
+		{"100 MB return value", `const mb = 'x'.repeat(2**20); return Array.from({length: 100}, () => mb)`, []apierr.Code{mem}, longMs},
+		{"100 MB return string", `const mb = 'x'.repeat(2**20); return mb.repeat(100)`, []apierr.Code{mem, slow}, limitMs},
+		{"cyclic argument", `const a = {}; a.self = a; await files.create('x.txt', {content: a})`, []apierr.Code{apierr.ValidationFailed}, limitMs},
+		{"10,000-deep argument", `let a = [], c = a; for (let i = 0; i < 10000; i++) { c[0] = []; c = c[0] } await files.create('x.txt', {content: a})`, []apierr.Code{apierr.ValidationFailed}, limitMs},
 	}
-	slack := timingSlack(t)
+	lag := startLagMeter(stop)
 	for _, c := range cases {
 		// Each case starts on a warm worker: the ones earlier cases
 		// crashed are replaced in the background, and waiting for one is
 		// the pool's capacity, not the run's limit.
 		waitFor(t, func() bool { return s.p.Stats().Idle > 0 })
+		lag.reset()
 		start := time.Now()
-		status, res, err := s.post(ctx, c.code, limitMs)
+		status, res, err := s.post(ctx, c.code, c.limitMs)
 		took := time.Since(start)
 		if err != nil || status != 200 {
 			t.Errorf("%s: status %d, %v", c.name, status, err)
@@ -201,28 +209,40 @@ func TestBadInputOverHTTP(t *testing.T) {
 		}
 		if res.OK || res.Error == nil || !hasCode(c.codes, res.Error.Code) {
 			t.Errorf("%s: want %v, got ok=%v %+v", c.name, c.codes, res.OK, res.Error)
+			continue
 		}
 		// The run ends within its limit + 100 ms (its duration as the host
-		// measured it); the client has its answer soon after (a console
-		// flood's megabyte of logs takes a moment to travel).
-		if res.DurationMs > limitMs+float64(slack.Milliseconds()) || took > limitMs*time.Millisecond+slack+400*time.Millisecond {
-			t.Errorf("%s: ended after %.0f ms, answered after %v (limit %d ms)", c.name, res.DurationMs, took, limitMs)
+		// measured it), plus however late this machine ran this process's
+		// timers meanwhile (see lagMeter); the client has its answer soon
+		// after (a console flood's megabyte of logs takes a moment to
+		// travel).
+		slack := 100*time.Millisecond + 4*lag.max()
+		limit := time.Duration(c.limitMs) * time.Millisecond
+		if res.DurationMs > float64((limit+slack).Milliseconds()) || took > limit+slack+400*time.Millisecond {
+			t.Errorf("%s: ended after %.0f ms, answered after %v (limit %v, slack %v for a timer lag of %v)",
+				c.name, res.DurationMs, took, limit, slack, lag.max())
 		}
-		t.Logf("%-45s %-20s %6.0f ms  (client: %v)", c.name, res.Error.Code, res.DurationMs, took.Round(time.Millisecond))
+		t.Logf("%-45s %-20s %6.0f ms  (client: %v, limit %v, timer lag %v)", c.name, res.Error.Code, res.DurationMs,
+			took.Round(time.Millisecond), limit, lag.max().Round(time.Millisecond))
 	}
 
 	// 10,000 host calls at once: the host runs at most 16 of them at a
-	// time, so its goroutines stay few.
-	status, res, err := s.post(ctx, `const ps = []; for (let i = 0; i < 10000; i++) ps.push(files.lineCount("n.txt").catch(e => e.code)); const r = await Promise.all(ps); return r.filter(x => x === "NOT_FOUND").length`, 20000)
+	// time, so its goroutines stay few. (These two are about what the run
+	// returns, not how fast: their limit is generous.)
+	status, res, err := s.post(ctx, `const ps = []; for (let i = 0; i < 10000; i++) ps.push(files.lineCount("n.txt").catch(e => e.code)); const r = await Promise.all(ps); return r.filter(x => x === "NOT_FOUND").length`, 60000)
 	if err != nil || status != 200 || !res.OK || string(mustJSON(res.Result)) != "10000" {
 		t.Errorf("10,000 parallel calls: %d %v %+v", status, err, res)
+	} else {
+		t.Logf("10,000 parallel calls: %.0f ms", res.DurationMs)
 	}
 	// A console flood that stops: every entry counts.
-	status, res, err = s.post(ctx, `for (let i = 0; i < 3000000; i++) console.log(''); return 'done'`, 20000)
-	if err != nil || status != 200 || !res.OK {
+	status, res, err = s.post(ctx, `for (let i = 0; i < 3000000; i++) console.log(''); return 'done'`, 60000)
+	if err != nil || status != 200 || !res.OK || string(mustJSON(res.Result)) != `"done"` {
 		t.Errorf("console flood: %d %v %+v", status, err, res)
 	} else if b := mustJSON(res); len(b) > 1<<20+4096 {
 		t.Errorf("console flood: the result is %d bytes", len(b))
+	} else {
+		t.Logf("3,000,000 console lines: %.0f ms, %d entries kept, %d bytes", res.DurationMs, len(res.Logs), len(b))
 	}
 
 	close(stop)
@@ -234,7 +254,7 @@ func TestBadInputOverHTTP(t *testing.T) {
 	if n := peakGoroutines.Load(); n > 300 {
 		t.Errorf("the host ran %d goroutines at its peak", n)
 	}
-	runtime.GC()
+	debug.FreeOSMemory()
 	if grew := hostRSS() - rss0; grew > 50<<20 {
 		t.Errorf("the host's RSS grew by %d MB", grew>>20)
 	}
@@ -242,23 +262,35 @@ func TestBadInputOverHTTP(t *testing.T) {
 	t.Logf("trivial stream: %d runs; host goroutines at peak %d; stats %+v", ok.Load(), peakGoroutines.Load(), s.p.Stats())
 }
 
-// timingSlack is how late after its limit a run may end: 100 ms, as the
-// issue asks, on a machine that is not oversubscribed; when the load
-// average is above twice the CPU count (other work is queueing for the
-// CPUs, so any thread may wait tens of milliseconds to run) the bound is
-// relaxed, and the test says so.
-func timingSlack(t testing.TB) time.Duration {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 100 * time.Millisecond
-	}
-	load, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
-	if load > 2*float64(runtime.NumCPU()) {
-		t.Logf("the machine is oversubscribed (load average %.1f on %d CPUs): runs may end up to 400 ms after their limit", load, runtime.NumCPU())
-		return 400 * time.Millisecond
-	}
-	return 100 * time.Millisecond
+// lagMeter measures how late this process's timers fire: a goroutine
+// sleeps 1 ms at a time and records the largest overshoot. On a machine
+// whose CPUs other work keeps busy, every timer of the pool (the deadline,
+// the kill 100 ms later) and every wake-up of the worker and the server
+// is late by about as much; that lateness is the machine's, not the
+// sandbox's, so the time bounds allow for it instead of for a fixed sleep.
+type lagMeter struct{ worst atomic.Int64 }
+
+func startLagMeter(stop <-chan struct{}) *lagMeter {
+	m := &lagMeter{}
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			t0 := time.Now()
+			time.Sleep(time.Millisecond)
+			if over := int64(time.Since(t0) - time.Millisecond); over > m.worst.Load() {
+				m.worst.Store(over)
+			}
+		}
+	}()
+	return m
 }
+
+func (m *lagMeter) reset()             { m.worst.Store(0) }
+func (m *lagMeter) max() time.Duration { return time.Duration(m.worst.Load()) }
 
 func hasCode(codes []apierr.Code, c apierr.Code) bool {
 	for _, x := range codes {
