@@ -52,9 +52,32 @@ func (s *Server) tracked(ctx context.Context, c runfeed.Call, call func(ctx cont
 	h := s.feed.Begin(c)
 	env := s.h.Env(c.Workspace, c.Session)
 	env.Record = func(f store.File, action string) { h.Artifact(artifactOf(f, action)) }
+	env.OnCall = s.hostCalls(h, c)
 	start := time.Now()
 	res, err := call(ctx, env)
 	return h, res, err, float64(time.Since(start).Microseconds()) / 1000
+}
+
+// hostCalls streams each operation a call makes — a script's files.* and
+// tools.* calls, a saved tool's, run_script's over MCP — as its own
+// tool_use/tool_result pair in the call's message (runfeed bounds and
+// summarises them). A door's own tool call is the message itself and is
+// not repeated.
+func (s *Server) hostCalls(h *runfeed.Handle, c runfeed.Call) func(op *hostapi.Op, args map[string]any, res any, err error, d time.Duration) {
+	return func(op *hostapi.Op, args map[string]any, res any, err error, d time.Duration) {
+		if c.Kind == "tool" && op.Tool == c.Name {
+			return
+		}
+		hc := runfeed.HostCall{Name: op.Name, Args: args, Result: res, DurationMs: float64(d.Microseconds()) / 1000}
+		if hc.Name == "" {
+			hc.Name = op.Tool
+		}
+		if err != nil {
+			e := apierr.Of(err)
+			hc.Error, hc.Result = &runfeed.ErrorInfo{Code: string(e.Code), Message: s.redact.Message(e.Message)}, nil
+		}
+		h.HostCall(hc)
+	}
 }
 
 // trackTool is the tool-call hook of the HTTP tool route and of MCP.

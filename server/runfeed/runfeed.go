@@ -173,6 +173,10 @@ type Run struct {
 	Instructions []*Instruction   `json:"instructions,omitempty"`
 	// MoreArtifacts counts artifacts beyond what the run lists.
 	MoreArtifacts int `json:"more_artifacts,omitempty"`
+	// HostCalls counts the operations a script run called; the first
+	// MaxHostCalls are blocks of Content, MoreHostCalls the rest.
+	HostCalls     int `json:"host_calls,omitempty"`
+	MoreHostCalls int `json:"more_host_calls,omitempty"`
 
 	toolUseID string
 	blocks    int
@@ -260,7 +264,9 @@ func (f *Feed) Subscribe(ws, lastID string) (frames <-chan Frame, cancel func())
 			}
 		}
 	}
-	s := &subscriber{ch: make(chan Frame, 256+len(replay))}
+	// A run streams a burst of frames (its host calls, up to
+	// MaxHostCalls pairs); the buffer holds one whole such run.
+	s := &subscriber{ch: make(chan Frame, 1024+len(replay))}
 	for _, fr := range replay {
 		s.ch <- fr
 	}
@@ -457,6 +463,12 @@ func (h *Handle) End(o Outcome) {
 	}
 	if len(r.Instructions) > 0 {
 		stop["instructions"] = r.Instructions
+	}
+	if r.HostCalls > 0 {
+		stop["host_calls"] = r.HostCalls
+	}
+	if r.MoreHostCalls > 0 {
+		stop["more_host_calls"] = r.MoreHostCalls
 	}
 	f.emit(w, FrameMessageStop, stop)
 	f.trimRuns(w)

@@ -9,7 +9,10 @@ func drain(ch <-chan Frame) []Frame {
 	var out []Frame
 	for {
 		select {
-		case f := <-ch:
+		case f, ok := <-ch:
+			if !ok {
+				return out
+			}
 			out = append(out, f)
 		default:
 			return out

@@ -155,6 +155,12 @@ await run(async (browser) => {
     await run.waitFor();
     assert((await run.textContent()).includes("agent-1"), "the feed names the session");
     await run.locator(".file-card", { hasText: "made-by-script.md" }).waitFor();
+    // …with the script's own host call, its arguments and outcome.
+    const call = run.locator(".host-calls li.host-call.success");
+    await call.waitFor({ state: "attached" });
+    eq(await run.locator(".host-calls summary").textContent(), "1 host call", "host call count");
+    const text = await call.textContent();
+    assert(text.includes("files.create") && text.includes('"made-by-script.md"') && text.includes("ok"), "host call row: " + text);
   });
 
   await step("markdown viewer renders and sanitizes", async () => {

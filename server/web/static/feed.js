@@ -51,6 +51,7 @@ export function frame(type, data) {
     m.duration_ms = data.duration_ms;
     m.error = data.error;
     m.instructions = data.instructions || [];
+    m.host_calls = data.host_calls;
     draw(r);
     for (const i of m.instructions) maybeCarryOut(i);
   } else if (type === "instruction_result") {
@@ -79,7 +80,7 @@ function draw(r) {
     el("span", { class: "run-meta" }, doorLabel(m), mine ? " · you" : m.session_id ? " · " + m.session_id : "",
       m.duration_ms !== undefined && m.status !== "running" ? ` · ${Math.round(m.duration_ms)} ms` : ""));
   const body = [];
-  const use = m.content.find((b) => b && b.type === "tool_use");
+  const use = m.content.find((b) => b && b.type === "tool_use" && !b.host_call);
   if (use) {
     const input = use.input && use.input.code !== undefined ? use.input.code : JSON.stringify(use.input);
     body.push(el("details", { class: "run-input" }, el("summary", {}, m.kind === "script" ? "code" : "arguments"), el("pre", {}, input)));
@@ -92,6 +93,8 @@ function draw(r) {
         el("button", { type: "button", class: "link", onclick: () => hooks.openFile(a.id) }, a.path.slice(1)),
       el("span", { class: "action" }, a.action)))));
   }
+  const calls = hostCalls(m);
+  if (calls) body.push(calls);
   if (m.error) body.push(el("div", { class: "error-box" }, el("strong", {}, m.error.code), " ", m.error.message));
   if (m.attachments && m.attachments.length) {
     body.push(el("div", { class: "attachments", "aria-label": "Files" }, m.attachments.map((a) =>
@@ -104,6 +107,35 @@ function draw(r) {
   if (r.node && r.node.isConnected) r.node.replaceWith(node);
   else $("feed").prepend(node);
   r.node = node;
+}
+
+// hostCalls lists the operations a script called (files.readText, …),
+// each with its summarised arguments, outcome and time; the server streams
+// the first 100 of a run and counts the rest.
+function hostCalls(m) {
+  const results = new Map();
+  for (const b of m.content) if (b && b.host_call && b.type === "tool_result") results.set(b.tool_use_id, b);
+  const uses = m.content.filter((b) => b && b.host_call && b.type === "tool_use");
+  if (!uses.length) return null;
+  const total = Math.max(m.host_calls || 0, uses.length);
+  const more = total - uses.length;
+  const items = uses.map((u) => {
+    const r = results.get(u.id);
+    const status = !r ? "running" : r.status === "error" ? (r.error && r.error.code) || "error" : "ok";
+    const title = JSON.stringify(u.input) + (r ? "\n→ " + JSON.stringify(r.status === "error" ? r.error : r.content) : "");
+    return el("li", { class: "host-call " + (r ? r.status : "running"), title },
+      el("code", {}, u.name), " ", el("span", { class: "host-args" }, brief(u.input)),
+      el("span", { class: "run-meta" }, " · " + status + (r && r.duration_ms !== undefined ? ` · ${r.duration_ms.toFixed(1)} ms` : "")));
+  });
+  if (more > 0) items.push(el("li", { class: "host-call more" }, `… and ${more} more`));
+  return el("details", { class: "host-calls" }, el("summary", {}, `${total} host call${total === 1 ? "" : "s"}`), el("ol", {}, items));
+}
+
+// brief is one short line of a host call's arguments.
+function brief(input) {
+  if (!input || typeof input !== "object") return "";
+  const s = Object.entries(input).map(([k, v]) => k + ": " + JSON.stringify(v)).join(", ");
+  return s.length > 120 ? s.slice(0, 119) + "…" : s;
 }
 
 function instructionCard(i) {
