@@ -161,7 +161,9 @@ func BenchmarkWriteRange100k(b *testing.B) {
 // a real server on 127.0.0.1, 5000 runs per iteration: runs per second and
 // the 99th percentile latency.
 func BenchmarkHTTPRuns(b *testing.B) {
-	s := newServer(b, hostapi.RunLimits{}, worker.Options{})
+	// The pool as a serving host has it (idle workers retire after 30 s,
+	// not the tests' 100 ms).
+	s := newServer(b, hostapi.RunLimits{}, worker.Options{IdleTimeout: 30 * time.Second})
 	ctx := context.Background()
 	const clients = 16
 	// Warm: the pool grows to the clients' concurrency.
@@ -176,6 +178,7 @@ func BenchmarkHTTPRuns(b *testing.B) {
 		}()
 	}
 	warm.Wait()
+	spawned0 := s.p.Stats().Spawned
 	total := int64(b.N) * 5000
 	var next atomic.Int64
 	durs := make([]time.Duration, total)
@@ -208,5 +211,6 @@ func BenchmarkHTTPRuns(b *testing.B) {
 		b.Fatalf("%d runs failed", failed.Load())
 	}
 	b.ReportMetric(float64(total)/elapsed.Seconds(), "runs/s")
+	b.ReportMetric(float64(s.p.Stats().Spawned-spawned0), "workers-started")
 	reportQuantiles(b, durs)
 }

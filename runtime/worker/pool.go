@@ -366,23 +366,67 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, topLevel bool) (
 	}
 	wt := &waiter{ch: make(chan acquired, 1), topLevel: topLevel}
 	p.waiters = append(p.waiters, wt)
-	if (!topLevel || p.busy+p.pendingTopLevel() <= p.opts.Max) && p.starting < p.wantStarting() {
-		p.startLocked()
+	// Below its size the pool starts a worker at once, and so does a
+	// nested run (its caller holds a worker and waits for it). Beyond its
+	// size it grows only for a run that has waited growDelay: most runs
+	// take well under a millisecond, so a busy worker is usually free again
+	// long before a new one could start, and one started anyway would
+	// retire unused (a burst of short runs would start and retire workers
+	// without end, each start costing more CPU than thousands of runs).
+	var grow <-chan time.Time
+	if p.mayGrowLocked(topLevel) {
+		if !topLevel || len(p.procs)+p.starting < p.opts.Size {
+			p.startLocked()
+		} else {
+			t := time.NewTimer(growDelay)
+			defer t.Stop()
+			grow = t.C
+		}
 	}
 	p.mu.Unlock()
 
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	select {
-	case a := <-wt.ch:
-		return a.w, a.err
-	case <-ctx.Done():
-		p.abandon(wt)
-		return nil, apierr.Of(ctx.Err())
-	case <-timer.C:
-		p.abandon(wt)
-		return nil, apierr.New(apierr.Busy, "no sandbox worker became free before this run's time limit (%d runs hold one, at most %d may); retry shortly", p.busyNow(), p.opts.Max)
+	for {
+		select {
+		case a := <-wt.ch:
+			return a.w, a.err
+		case <-grow:
+			grow = nil
+			p.mu.Lock()
+			if p.isWaiting(wt) && p.mayGrowLocked(topLevel) {
+				p.startLocked()
+			}
+			p.mu.Unlock()
+		case <-ctx.Done():
+			p.abandon(wt)
+			return nil, apierr.Of(ctx.Err())
+		case <-timer.C:
+			p.abandon(wt)
+			return nil, apierr.New(apierr.Busy, "no sandbox worker became free before this run's time limit (%d runs hold one, at most %d may); retry shortly", p.busyNow(), p.opts.Max)
+		}
 	}
+}
+
+// growDelay is how long a run waits for a busy worker before the pool,
+// already at its size, starts another for it.
+const growDelay = 10 * time.Millisecond
+
+// mayGrowLocked reports whether a waiter of this kind may have a worker
+// started for it: the concurrent-run cap allows it and fewer workers are
+// starting than runs wait.
+func (p *Pool) mayGrowLocked(topLevel bool) bool {
+	return !p.closed && (!topLevel || p.busy+p.pendingTopLevel() <= p.opts.Max) && p.starting < p.wantStarting()
+}
+
+// isWaiting reports whether wt still waits for a worker.
+func (p *Pool) isWaiting(wt *waiter) bool {
+	for _, w := range p.waiters {
+		if w == wt {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Pool) busyNow() int {
