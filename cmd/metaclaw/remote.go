@@ -58,6 +58,9 @@ func (r *remoteBackend) Upload(ctx context.Context, body io.Reader, u upload) (m
 	if err != nil {
 		return nil, err
 	}
+	if exp, ok := res["expires_on"]; ok && exp != nil {
+		return res, nil
+	}
 	// A server that does not know the ttl field stores the file for good:
 	// say so rather than let a scratch file stay unnoticed.
 	info, err := r.c.Info(ctx, fmt.Sprint(res["id"]))

@@ -1,12 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/metaclaw/metaclaw/hostapi"
+	"github.com/metaclaw/metaclaw/hostapi/host"
+	jsrt "github.com/metaclaw/metaclaw/runtime/js"
+	"github.com/metaclaw/metaclaw/server"
 )
 
 // TestUploadTTL: files upload --ttl stores the file with an expiry that
@@ -124,5 +131,65 @@ func TestWorkspaceQuotas(t *testing.T) {
 	out, _, code = cli(t, "config", "--data", data, "--json")
 	if code != 0 || !strings.Contains(strings.Join(strings.Fields(out), ""), `"team":8000`) {
 		t.Fatalf("config --json: %d %s", code, out)
+	}
+}
+
+// TestRemoteModuleAndTTL: with --server, run sends a module as POST
+// /api/run {wasm} and files upload --ttl sends the ttl form field; the
+// server runs the module and stores the expiry.
+func TestRemoteModuleAndTTL(t *testing.T) {
+	dir := t.TempDir()
+	h, parts, err := host.Open(hostapi.Config{DataDir: filepath.Join(dir, "data"), Log: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := setRunners(h, jsrt.New(h), false); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Host: h, Tools: parts.Tools, Tokens: []server.Token{{Secret: "remote-token-2", Workspace: "team"}}, Log: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	r := func(args ...string) (string, string, int) {
+		return cli(t, append(args, "--server", ts.URL, "--token", "remote-token-2")...)
+	}
+
+	mod := filepath.Join(dir, "writer.wasm")
+	os.WriteFile(mod, callThenEchoModule("file_write_text", `{"id": "remote.md", "content": "from a module\n"}`), 0o644)
+	out, errOut, code := r("run", mod, "--input", `{"n": 9007199254740991}`, "--session", "wasm-sess")
+	res := parseRun(t, out)
+	if code != 0 || !res.OK || jsonText(res.Result) != `{"n":9007199254740991}` || len(res.Files) != 1 || res.Files[0]["name"] != "remote.md" {
+		t.Fatalf("remote run of a module: %d %s %s", code, out, errOut)
+	}
+	f, err := h.Store.Workspace("team").Resolve(context.Background(), "remote.md")
+	if err != nil || f.Size != int64(len("from a module\n")) || f.SourceSessionID != "wasm-sess" {
+		t.Fatalf("the module's file on the server: %+v %v", f, err)
+	}
+	trap := filepath.Join(dir, "trap.wasm")
+	os.WriteFile(trap, trapModule(), 0o644)
+	if out, _, code := r("run", trap); code != 1 || parseRun(t, out).OK || !strings.Contains(out, "trapped") {
+		t.Fatalf("remote run of a trapping module: %d %s", code, out)
+	}
+
+	src := filepath.Join(dir, "scratch.csv")
+	os.WriteFile(src, []byte("a\n1\n"), 0o644)
+	before := time.Now()
+	out, errOut, code = r("files", "upload", src, "--ttl", "2h", "--name", "tmp/scratch.csv", "--json")
+	var up struct {
+		Name      string
+		ExpiresOn time.Time `json:"expires_on"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &up) != nil || up.Name != "tmp/scratch.csv" {
+		t.Fatalf("remote upload --ttl: %d %s %s", code, out, errOut)
+	}
+	stored, err := h.Store.Workspace("team").Resolve(context.Background(), "tmp/scratch.csv")
+	if err != nil || !stored.ExpiresOn.Equal(up.ExpiresOn) || stored.ExpiresOn.Before(before.Add(2*time.Hour-time.Second)) || stored.ExpiresOn.After(time.Now().Add(2*time.Hour+time.Second)) {
+		t.Fatalf("the server stored expiry %v (answer %v): %v", stored.ExpiresOn, up.ExpiresOn, err)
+	}
+	if b, _ := os.ReadFile(src); err != nil || stored.Size != int64(len(b)) {
+		t.Fatalf("stored %d bytes", stored.Size)
 	}
 }
