@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -254,5 +255,47 @@ func TestServeOnNATS(t *testing.T) {
 	}
 	if err := a.stop(t); err != nil {
 		t.Fatalf("A's exit: %v\n%s", err, a.logs.String())
+	}
+}
+
+// TestServeWarmsPDF: serve starts the PDF engine in the background (it
+// logs when ready), and a PDF request then works on it.
+func TestServeWarmsPDF(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads the PDF engine")
+	}
+	s := startServe(t, "--data", filepath.Join(t.TempDir(), "data"), "--addr", "127.0.0.1:0", "--workers", "1", "--log-level", "debug")
+	if s.url == "" {
+		t.Fatalf("serve exited: %s", s.logs.String())
+	}
+	// On a new machine the engine compiles first (up to a minute on a
+	// loaded CI runner); with the user's cache warm it loads in a second.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if s.logs.waitFor(ctx, regexp.MustCompile(`PDF engine ready`)) == "" {
+		t.Fatalf("serve did not say the PDF engine is ready: %s", s.logs.String())
+	}
+	pdf, err := os.ReadFile(filepath.Join(fixtureDir, "report.pdf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	fw, _ := mw.CreateFormFile("file", "report.pdf")
+	fw.Write(pdf)
+	mw.Close()
+	resp, err := http.Post(s.url+"/api/files/upload", mw.FormDataContentType(), &form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("upload: %s", resp.Status)
+	}
+	if out := post(t, s.url+"/api/tools/pdf_extract_text", `{"id": "report.pdf", "pages": [2]}`); !strings.Contains(out, "South: 2.3 million euros") || strings.Contains(out, "Outlook") {
+		t.Fatalf("pdf_extract_text: %s", out)
+	}
+	if err := s.stop(t); err != nil {
+		t.Fatalf("exit: %v\n%s", err, s.logs.String())
 	}
 }

@@ -254,12 +254,41 @@ type serving struct {
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
+	// grew is closed (and replaced) by every write: the signal that
+	// waitFor looks again.
+	grew chan struct{}
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.grew != nil {
+		close(l.grew)
+		l.grew = nil
+	}
 	return l.b.Write(p)
+}
+
+// waitFor returns the first match of re in what was written, waiting for
+// writes until ctx ends ("" then).
+func (l *lockedBuffer) waitFor(ctx context.Context, re *regexp.Regexp) string {
+	for {
+		l.mu.Lock()
+		m := re.FindString(l.b.String())
+		if l.grew == nil {
+			l.grew = make(chan struct{})
+		}
+		grew := l.grew
+		l.mu.Unlock()
+		if m != "" {
+			return m
+		}
+		select {
+		case <-grew:
+		case <-ctx.Done():
+			return ""
+		}
+	}
 }
 
 func (l *lockedBuffer) String() string {
