@@ -299,3 +299,43 @@ func TestServeWarmsPDF(t *testing.T) {
 		t.Fatalf("exit: %v\n%s", err, s.logs.String())
 	}
 }
+
+// TestNATSSettingsRefused: NATS settings that cannot work are refused
+// before anything starts, each saying what to do; an embedded server with
+// a token lets in only the hosts that give it.
+func TestNATSSettingsRefused(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"serve", "--nats", "embedded", "--nats-replicas", "3"}, "needs a cluster of at least 3 NATS servers"},
+		{[]string{"serve", "--nats", "embedded", "--nats-listen", "0.0.0.0:0"}, "set nats_user and nats_password (or nats_token)"},
+		{[]string{"serve", "--nats", "embedded", "--nats-creds", "x.creds"}, "nats_creds is for joining a NATS deployment"},
+		{[]string{"files", "list", "--nats", "nats://127.0.0.1:1"}, "cannot connect to NATS at nats://127.0.0.1:1"},
+	} {
+		out, errOut, code := cli(t, append(tc.args, "--data", data)...)
+		if code != 1 || !strings.Contains(errOut, tc.says) || out != "" {
+			t.Errorf("%v: %d %q %q", tc.args, code, out, errOut)
+		}
+	}
+
+	a := startServe(t, "--data", filepath.Join(t.TempDir(), "a"), "--addr", "127.0.0.1:0", "--workers", "1",
+		"--nats", "embedded", "--nats-listen", "127.0.0.1:0", "--nats-token", "s3cret-nats-token")
+	if a.url == "" {
+		t.Fatalf("host A exited: %s", a.logs.String())
+	}
+	m := natsLine.FindStringSubmatch(a.logs.String())
+	if m == nil || strings.Contains(a.logs.String(), "s3cret-nats-token") {
+		t.Fatalf("host A's start: %s", a.logs.String())
+	}
+	if _, errOut, code := cli(t, "files", "list", "--data", data, "--nats", m[1]); code != 1 || !strings.Contains(errOut, "NATS") {
+		t.Fatalf("joining without the token: %d %s", code, errOut)
+	}
+	if out, errOut, code := cli(t, "files", "list", "--data", data, "--nats", m[1], "--nats-token", "s3cret-nats-token", "--json"); code != 0 || !strings.Contains(out, `"files": []`) {
+		t.Fatalf("joining with the token: %d %s %s", code, out, errOut)
+	}
+	if err := a.stop(t); err != nil {
+		t.Fatalf("A's exit: %v", err)
+	}
+}
