@@ -208,13 +208,19 @@ func (c *Calls) Call(method int, args []byte, done func([]byte, *apierr.Error)) 
 }
 
 // Invoke runs one call now: the op's handler through the registry (which
-// decodes and validates the JSON arguments), and its result as the
-// camelCase JSON a script receives.
+// decodes and validates the arguments; fastArgs reads the JSON), and its
+// result as the camelCase JSON a script receives.
 func (c *Calls) Invoke(method int, args []byte) ([]byte, *apierr.Error) {
 	if method < 0 || method >= len(c.ops) {
 		return nil, apierr.New(apierr.Internal, "host call to unknown method %d", method)
 	}
-	res, err := c.reg.InvokeJSON(c.ctx, c.env, c.ops[method], args)
+	var res any
+	var err error
+	if parsed, ok := fastArgs(args); ok {
+		res, err = c.reg.Invoke(c.ctx, c.env, c.ops[method], parsed)
+	} else {
+		res, err = c.reg.InvokeJSON(c.ctx, c.env, c.ops[method], args)
+	}
 	if err != nil {
 		return nil, apierr.Of(err)
 	}
