@@ -231,7 +231,7 @@ func TestParallelHostileQueries(t *testing.T) {
 // xlsxA1XFD writes the issue's 1.8 KB workbook: cells A1 and XFD1048576,
 // the sheet's declared dimension the whole grid. (Written part by part:
 // excelize would build a million empty rows in memory first.)
-func xlsxA1XFD(t *testing.T) []byte {
+func xlsxA1XFD(t testing.TB) []byte {
 	t.Helper()
 	parts := []struct{ name, body string }{
 		{"[Content_Types].xml", `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
