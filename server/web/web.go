@@ -12,28 +12,52 @@
 package web
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"io/fs"
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 )
 
 //go:embed static
 var files embed.FS
 
+// bootTag is where index.html loads boot.js; the served page has the
+// script inline there instead.
+const bootTag = `<script src="/static/boot.js" async></script>`
+
+// page is index.html as served: boot.js inline at the top of the head,
+// so that the workspace's first request (GET /api/history) leaves while
+// the stylesheet and the modules are still loading (as a separate async
+// script it left only after its own round trip, and after first paint on
+// a busy machine), and the page's CSP with that script's hash.
+var page = sync.OnceValues(func() (body []byte, csp string) {
+	index, err := files.ReadFile("static/index.html")
+	if err != nil {
+		panic("web: static/index.html is not embedded")
+	}
+	boot, err := files.ReadFile("static/boot.js")
+	if err != nil || !bytes.Contains(index, []byte(bootTag)) {
+		panic("web: index.html does not load static/boot.js as " + bootTag)
+	}
+	sum := sha256.Sum256(boot)
+	body = bytes.Replace(index, []byte(bootTag), append(append([]byte("<script>"), boot...), "</script>"...), 1)
+	return body, pageCSP("'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'")
+})
+
 // Index serves the page.
 func Index() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := files.ReadFile("static/index.html")
-		if err != nil {
-			http.Error(w, "page missing", http.StatusInternalServerError)
-			return
-		}
+		body, csp := page()
 		setHeaders(w)
+		w.Header().Set("Content-Security-Policy", csp)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
-		w.Write(b)
+		w.Write(body)
 	})
 }
 
@@ -60,5 +84,15 @@ func setHeaders(w http.ResponseWriter) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+	h.Set("Content-Security-Policy", pageCSP(""))
+}
+
+// pageCSP is the page's content security policy; inline names the one
+// inline script allowed (by its hash), if any.
+func pageCSP(inline string) string {
+	script := "'self'"
+	if inline != "" {
+		script += " " + inline
+	}
+	return "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src " + script + "; connect-src 'self'; frame-ancestors 'none'"
 }

@@ -105,6 +105,9 @@ await run(async (browser) => {
   usePage(page);
   const errors = [];
   page.on("pageerror", (e) => errors.push(e.message));
+  // A script the page's CSP blocks (the inline boot script, if its hash
+  // were wrong) is reported on the console only.
+  page.on("console", (m) => { if (/Content Security Policy/i.test(m.text())) errors.push(m.text()); });
 
   await step("page loads and goes live", async () => {
     await page.goto(BASE + "/");
