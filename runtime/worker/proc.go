@@ -39,6 +39,7 @@ type proc struct {
 	cg       *cgroup
 	budget   int64  // the memory budget the kernel backstops are set for
 	dataBase uint64 // VmData when idle, the base of RLIMIT_DATA
+	anonBase int64  // anonymous resident memory when started
 	confined string
 
 	planVersion int // the API plan the worker has (pool-owned, under run)
@@ -196,6 +197,7 @@ func (p *Pool) spawnWith(c confinement) (*proc, error) {
 	w.confined = hello.Confined
 	w.budget = -1
 	w.dataBase = vmData(w.pid)
+	w.anonBase = anonRSS(w.pid)
 	w.setBudget(budget)
 	p.reapers.Add(1)
 	go w.read()
@@ -419,8 +421,8 @@ const pressurePoll = 10 * time.Millisecond
 
 // overBudget reports whether a running worker's memory, as the kernel
 // counts it, is past what a run with this budget may use: its anonymous
-// resident memory above budget + half the overhead, or its cgroup's limit
-// reached. The worker's own heap watchdog normally stops a run long
+// resident memory grown by more than budget + half the overhead since it
+// started, or its cgroup's limit reached. The worker's own heap watchdog normally stops a run long
 // before; but a script inside one huge native copy (a 200 MB string
 // concatenation) holds up the worker's whole Go runtime while the copy
 // runs (a collection waits for it to reach a safe point, and every
@@ -434,8 +436,7 @@ func (w *proc) overBudget(budget int64) bool {
 	if budget <= 0 {
 		return false
 	}
-	anon := anonRSS(w.pid)
-	return anon > budget+w.pool.opts.MemoryOverhead/2
+	return anonRSS(w.pid) > w.anonBase+budget+w.pool.opts.MemoryOverhead/2
 }
 
 // anonRSS is a process's anonymous resident memory in bytes (resident
