@@ -54,7 +54,9 @@ func TestSoak(t *testing.T) {
 	}
 	s := startSite(t, func(c *server.Config) {
 		c.BodyMinRate, c.BodyGrace, c.BodyIdleTimeout = 1024, time.Second, 2*time.Second
-		c.ConvertTimeout = 3 * time.Second
+		// Long enough for the honest conversion on a loaded machine; the
+		// hostile tables end on their page and size budgets.
+		c.ConvertTimeout = 20 * time.Second
 		c.Heartbeat = time.Second
 	})
 	k := newSoak(t, s)
@@ -358,12 +360,10 @@ func (k *soak) hostileScript(ctx context.Context, rng *rand.Rand) {
 		code  string
 		codes []string
 	}{
-		// An allocation bomb meets the memory limit, or on a busy machine
-		// the time limit first.
-		{`const a = []; for (;;) a.push(new Array(1e6).fill(7));`, []string{"RESOURCE_EXHAUSTED", "TIMEOUT"}},
-		{`let s = "x"; for (;;) s += s;`, []string{"RESOURCE_EXHAUSTED", "TIMEOUT"}},
+		{`const a = []; for (;;) a.push(new Array(1e6).fill(7));`, []string{"RESOURCE_EXHAUSTED"}},
+		{`let s = "x"; for (;;) s += s;`, []string{"RESOURCE_EXHAUSTED"}},
 		{`for (;;) {}`, []string{"TIMEOUT"}},
-		{`for (;;) console.log("flood ".repeat(200));`, []string{"TIMEOUT", "RESOURCE_EXHAUSTED"}},
+		{`for (;;) console.log("flood ".repeat(200));`, []string{"RESOURCE_EXHAUSTED"}},
 		{`const f = () => f(); f();`, []string{"RESOURCE_EXHAUSTED", "INTERNAL"}},
 		{`while (true) { await files.list(); }`, []string{"TIMEOUT"}},
 	}
@@ -378,9 +378,10 @@ func (k *soak) hostileScript(ctx context.Context, rng *rand.Rand) {
 	}
 	e, _ := res["error"].(map[string]any)
 	code, _ := e["code"].(string)
-	// BUSY: every worker was held by other hostile runs until this one's
-	// deadline — the pool's bound doing its job.
-	if res["ok"] != false || !contains(c.codes, code) && code != "BUSY" {
+	// On a loaded machine any of them may meet its 1 s deadline first
+	// (TIMEOUT), or find every worker held by other hostile runs until
+	// then (BUSY): the bounds doing their job.
+	if res["ok"] != false || !contains(c.codes, code) && code != "TIMEOUT" && code != "BUSY" {
 		k.fail("hostile script %q: ok %v error %v, want %v", c.code, res["ok"], e, c.codes)
 	}
 	if logs, _ := res["logs"].([]any); len(logs) > 10_000 {
@@ -402,7 +403,7 @@ func contains(list []string, s string) bool {
 // of an upload it makes.
 func (k *soak) eventStream(ctx context.Context, rng *rand.Rand) {
 	k.count("event streams", false)
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(sctx, "GET", k.s.url+"/api/events", nil)
 	resp, err := http.DefaultClient.Do(req)
