@@ -142,6 +142,7 @@ func openCgroups() (*cgroupParent, error) {
 	if err != nil {
 		return nil, err
 	}
+	sweepStale(filepath.Join(mount, own))
 	dir := filepath.Join(mount, own, fmt.Sprintf("metaclaw-%d", os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, err
@@ -158,6 +159,37 @@ func openCgroups() (*cgroupParent, error) {
 		return nil, err
 	}
 	return &cgroupParent{dir: dir}, nil
+}
+
+// sweepStale removes the cgroup directories of pools whose process is gone
+// (a host that was killed cannot remove its own): metaclaw-PID for a PID
+// that no longer runs, with its workers' directories. A cgroup that still
+// holds a process cannot be removed, so a live worker keeps its own.
+func sweepStale(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, ok := strings.CutPrefix(e.Name(), "metaclaw-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if _, err := strconv.Atoi(pid); err != nil {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue // that pool's host still runs
+		}
+		dir := filepath.Join(parent, e.Name())
+		workers, _ := os.ReadDir(dir)
+		for _, w := range workers {
+			if w.IsDir() {
+				os.Remove(filepath.Join(dir, w.Name()))
+			}
+		}
+		os.Remove(dir)
+	}
 }
 
 // memoryMount finds where the cgroup v1 memory controller is mounted.
