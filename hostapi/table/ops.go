@@ -49,9 +49,7 @@ func (e *engine) open(ctx context.Context, c *hostapi.Call, ref string, sheet sh
 // by limit. A database deleted under the call (by a sweep, or another
 // process sharing the data directory) is rebuilt once, through retry.
 func (e *engine) run(ctx context.Context, limit time.Duration, atts []attachment, op string, args any, out any, retry func() (any, error)) error {
-	ctx, cancel := e.bound(ctx, limit)
-	defer cancel()
-	err := e.workers.call(ctx, poolKey(atts), op, args, nil, out)
+	err := e.callSQL(ctx, limit, poolKey(atts), op, args, out)
 	if err == nil || retry == nil || apierr.CodeOf(err) != apierr.FileReadFailed {
 		return err
 	}
@@ -69,7 +67,23 @@ func (e *engine) run(ctx context.Context, limit time.Duration, atts []attachment
 	if err != nil {
 		return err
 	}
-	return e.workers.call(ctx, poolKey(atts), op, args, nil, out)
+	return e.callSQL(ctx, limit, poolKey(atts), op, args, out)
+}
+
+// callSQL runs op on a worker. limit bounds getting a worker (waiting for
+// a busy one, or starting one) and, afresh once it has one, the SQL work:
+// a cold start on a loaded machine does not eat into the statement's time.
+// The caller's own deadline bounds both.
+func (e *engine) callSQL(ctx context.Context, limit time.Duration, key, op string, args, out any) error {
+	actx, acancel := e.bound(ctx, limit)
+	w, err := e.workers.acquire(actx, key)
+	acancel()
+	if err != nil {
+		return err
+	}
+	qctx, qcancel := e.bound(ctx, limit)
+	defer qcancel()
+	return e.workers.do(qctx, w, op, args, nil, out)
 }
 
 // bound limits ctx to limit and to the engine's life: closing the engine
