@@ -272,6 +272,13 @@ func TestServeWarmsPDF(t *testing.T) {
 	// loaded CI runner); with the user's cache warm it loads in a second.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// The banner says where to go next, and its curl works as printed.
+	if s.logs.waitFor(ctx, regexp.MustCompile(`MCP endpoint +`+regexp.QuoteMeta(s.url)+`/mcp`)) == "" {
+		t.Fatalf("the banner does not name the MCP endpoint: %s", s.logs.String())
+	}
+	if out := post(t, s.url+"/api/tools/file_list", `{}`); out != `{"files":[]}` {
+		t.Fatalf("the banner's curl: %s", out)
+	}
 	if s.logs.waitFor(ctx, regexp.MustCompile(`PDF engine ready`)) == "" {
 		t.Fatalf("serve did not say the PDF engine is ready: %s", s.logs.String())
 	}

@@ -115,6 +115,8 @@ tokens (SECRET:WORKSPACE) each token sees its own workspace.`,
 			} else {
 				fmt.Fprintf(stderr, "metaclaw: serving %d token(s) on http://%s/\n", len(toks), ln.Addr())
 			}
+			// Where to go next: the page, the MCP endpoint, a curl that works.
+			fmt.Fprint(stderr, server.ConnectHelp("http://"+ln.Addr().String(), len(toks) > 0))
 			if err := srv.Serve(ctx, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				fmt.Fprintf(stderr, "metaclaw serve: %v\n", err)
 				return exitCode(1)
