@@ -19,7 +19,7 @@ APT_TEST_PACKAGES := poppler-utils libvips-tools libreoffice-calc-nogui libreoff
 
 NPM_TEST_DIRS := bindings/ts/testdata/tsc server/web/e2e
 
-.PHONY: deps test-deps apt build run test bench fuzz fmt vet clean doors
+.PHONY: deps test-deps apt build run test bench bench-peers soak wasm-examples fuzz fmt vet clean doors
 
 deps:
 	@$(MAKE) --no-print-directory apt PKGS="$(APT_PACKAGES)" APT_FLAGS=--no-install-recommends
@@ -66,6 +66,27 @@ test: test-deps
 
 bench: test-deps
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./...
+
+# The soak test for SOAK (default 10m): honest and hostile traffic against one
+# server; RSS must settle and fsck must be clean at the end (`make test` runs
+# it for 20 s).
+SOAK ?= 10m
+soak: test-deps
+	METACLAW_SOAK=$(SOAK) $(GO) test -run '^TestSoak$$' -count=1 -timeout 60m ./server/loadtest/
+
+# Side by side with the Node stack (ExcelJS, pdf-lib, pdfjs-dist, sharp) of
+# ../shared/peers, on the same fixtures, in one run. The harness is copied
+# (its directory may be read-only) and its packages installed from its lock file.
+PEERS ?= ../shared/peers
+PEERS_DIR ?= /tmp/metaclaw-peers
+bench-peers: test-deps
+	rm -rf $(PEERS_DIR) && cp -r $(PEERS) $(PEERS_DIR) && chmod -R u+w $(PEERS_DIR)
+	cd $(PEERS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	METACLAW_PEERS=$(PEERS_DIR) $(GO) test -run '^$$' -bench SideBySide -benchtime 1x -timeout 30m ./server/loadtest/
+
+# The example WebAssembly modules (examples/*.wasm), with the Go toolchain.
+wasm-examples:
+	$(MAKE) -C examples
 
 # Every fuzz target for FUZZTIME each (`make test` already runs their seed
 # corpora as ordinary tests). A crasher lands in the package's
