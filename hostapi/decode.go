@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -271,7 +273,10 @@ func (d *decoder) object(m map[string]any, schema Schema, depth int) (map[string
 		required = requiredSet(schema)
 	}
 	out := make(map[string]any, len(m))
-	for k, x := range m {
+	// In key order, so that of several bad arguments the same one is named
+	// on every call and through every door.
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		x := m[k]
 		var sub Schema
 		declared := false
 		if props != nil {
