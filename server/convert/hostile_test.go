@@ -128,10 +128,14 @@ func TestBudgets(t *testing.T) {
 		t.Fatalf("paragraph budget: %v", err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	// Five times the long document (~1 s of work here) under a 20 ms
+	// deadline: the deadline passes while it is laid out, however fast the
+	// machine.
+	longer := bytes.Repeat(long, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = MarkdownToPDF(ctx, long, Options{})
+	_, err = MarkdownToPDF(ctx, longer, Options{})
 	if codeOf(err) != apierr.Timeout || time.Since(start) > 3*time.Second {
 		t.Fatalf("deadline: %v after %v", err, time.Since(start))
 	}
