@@ -1,17 +1,12 @@
 package server
 
 import (
-	"encoding/base64"
 	"fmt"
 	"strings"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
-
-// base64Magic is how the base64 of every WebAssembly module begins: the
-// magic "\0asm" encoded.
-const base64Magic = "AGFzbQ"
 
 // runRequestOf checks POST /api/run's body and turns it into the host's
 // run request: JavaScript (code) or a WebAssembly module (wasm), exactly
@@ -33,31 +28,18 @@ func runRequestOf(req RunRequest) (hostapi.RunRequest, error) {
 	return moduleArg(s)
 }
 
-// moduleArg reads a wasm argument as runtime/wasm.ModuleArg and run_script
-// do (a test holds them to the same answers): base64 bytes, which always
-// begin "AGFzbQ" — standard or URL alphabet, padded or not, line breaks
-// allowed — or else the name or id of a workspace file holding the module.
+// moduleArg reads a wasm argument as every door does (hostapi.ModuleArg)
+// and names the run after the module.
 func moduleArg(s string) (hostapi.RunRequest, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return hostapi.RunRequest{}, apierr.New(apierr.ValidationFailed, "wasm is empty: give a workspace .wasm file (name or id) or the module's bytes in base64")
+	r, err := hostapi.ModuleArg(s)
+	if err != nil {
+		return r, err
 	}
-	if !strings.HasPrefix(s, base64Magic) {
-		return hostapi.RunRequest{WasmRef: s, Name: s}, nil
+	r.Name = r.WasmRef
+	if r.Name == "" {
+		r.Name = "module.wasm"
 	}
-	clean := strings.Map(func(r rune) rune {
-		switch r {
-		case ' ', '\n', '\r', '\t':
-			return -1
-		}
-		return r
-	}, s)
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		if b, err := enc.DecodeString(clean); err == nil {
-			return hostapi.RunRequest{Wasm: b, Name: "module.wasm"}, nil
-		}
-	}
-	return hostapi.RunRequest{}, apierr.New(apierr.ValidationFailed, "wasm starts like a base64 module (%s…) but is not valid base64; send the file's bytes base64-encoded, or a workspace file name", base64Magic)
+	return r, nil
 }
 
 // jsonKind names the JSON type of a decoded value for messages.

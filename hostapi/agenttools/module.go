@@ -2,44 +2,13 @@ package agenttools
 
 import (
 	"context"
-	"encoding/base64"
-	"strings"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
 )
 
-// base64Magic is how every module's base64 begins: "\0asm" encoded.
-const base64Magic = "AGFzbQ"
-
-// moduleArg reads the wasm argument of run_script and tools.save: a
-// module's bytes in base64 (standard or URL alphabet, padded or not, which
-// always begins "AGFzbQ", the encoding of the magic "\0asm"), or else the
-// name or id of a workspace file holding one. It reads the argument as
-// runtime/wasm.ModuleArg does, which this package may not import (hostapi
-// sits below the runtimes); a test holds the two to the same answers.
-func moduleArg(s string) (hostapi.RunRequest, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return hostapi.RunRequest{}, apierr.New(apierr.ValidationFailed, "wasm is empty: give a workspace .wasm file (name or id) or the module's bytes in base64")
-	}
-	if !strings.HasPrefix(s, base64Magic) {
-		return hostapi.RunRequest{WasmRef: s}, nil
-	}
-	clean := strings.Map(func(r rune) rune {
-		switch r {
-		case ' ', '\n', '\r', '\t':
-			return -1
-		}
-		return r
-	}, s)
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		if b, err := enc.DecodeString(clean); err == nil {
-			return hostapi.RunRequest{Wasm: b}, nil
-		}
-	}
-	return hostapi.RunRequest{}, apierr.New(apierr.ValidationFailed, "wasm starts like a base64 module (%s…) but is not valid base64; send the file's bytes base64-encoded, or a workspace file name", base64Magic)
-}
+// moduleArg reads the wasm argument of run_script and tools.save.
+var moduleArg = hostapi.ModuleArg
 
 // savedModule settles the module a WebAssembly tool is saved with: a
 // workspace file, which must hold a module this host can run. It returns
