@@ -72,8 +72,9 @@ type workerPool struct {
 
 	mu      sync.Mutex
 	all     map[*worker]bool
-	idle    []*worker // most recently used last
-	pending int       // workers being started
+	leaving map[*worker]bool // retired, not yet reaped: close waits for them too
+	idle    []*worker        // most recently used last
+	pending int              // workers being started
 	freed   chan struct{}
 	closed  bool
 	nextID  uint64
@@ -81,7 +82,7 @@ type workerPool struct {
 }
 
 func newWorkerPool(e *engine) *workerPool {
-	return &workerPool{e: e, all: map[*worker]bool{}, freed: make(chan struct{}), janitor: make(chan struct{}, 1)}
+	return &workerPool{e: e, all: map[*worker]bool{}, leaving: map[*worker]bool{}, freed: make(chan struct{}), janitor: make(chan struct{}, 1)}
 }
 
 // errWorkerGone is returned when a worker exits in the middle of a call.
@@ -227,6 +228,7 @@ func (p *workerPool) acquire(ctx context.Context, key string) (*worker, error) {
 			if p.closed {
 				p.mu.Unlock()
 				w.kill()
+				<-w.dead
 				return nil, apierr.New(apierr.ToolWorkerUnavailable, "the table engine is shutting down")
 			}
 			p.all[w] = true
@@ -295,6 +297,13 @@ func (p *workerPool) forgetWorker(w *worker) {
 		return
 	}
 	delete(p.all, w)
+	p.leaving[w] = true
+	go func() {
+		<-w.dead
+		p.mu.Lock()
+		delete(p.leaving, w)
+		p.mu.Unlock()
+	}()
 	for i, x := range p.idle {
 		if x == w {
 			p.idle = append(p.idle[:i], p.idle[i+1:]...)
@@ -365,8 +374,11 @@ func (p *workerPool) runJanitor(ctx context.Context) {
 func (p *workerPool) closeAll() {
 	p.mu.Lock()
 	p.closed = true
-	ws := make([]*worker, 0, len(p.all))
+	ws := make([]*worker, 0, len(p.all)+len(p.leaving))
 	for w := range p.all {
+		ws = append(ws, w)
+	}
+	for w := range p.leaving {
 		ws = append(ws, w)
 	}
 	p.all = map[*worker]bool{}
