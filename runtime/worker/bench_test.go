@@ -199,6 +199,7 @@ func BenchmarkHTTPRuns(b *testing.B) {
 	durs := make([]time.Duration, total)
 	var failed atomic.Int64
 	var wg sync.WaitGroup
+	u0 := measure(s.p)
 	b.ResetTimer()
 	start := time.Now()
 	for c := 0; c < clients; c++ {
@@ -221,11 +222,15 @@ func BenchmarkHTTPRuns(b *testing.B) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	u := measure(s.p).sub(u0)
 	b.StopTimer()
 	if failed.Load() > 0 {
 		b.Fatalf("%d runs failed", failed.Load())
 	}
 	b.ReportMetric(float64(total)/elapsed.Seconds(), "runs/s")
 	b.ReportMetric(float64(s.p.Stats().Spawned-spawned0), "workers-started")
+	// Where the CPU goes (the host process holds the test's HTTP clients too).
+	b.ReportMetric(float64(u.hostCPU.Microseconds())/float64(total), "host-cpu-µs/run")
+	b.ReportMetric(float64(u.workerCPU.Microseconds())/float64(total), "worker-cpu-µs/run")
 	reportQuantiles(b, durs)
 }

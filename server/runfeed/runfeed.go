@@ -186,7 +186,7 @@ type Run struct {
 
 type workspace struct {
 	seq    uint64
-	frames []Frame // ring: the last KeepFrames frames
+	frames []Frame // the last KeepFrames frames and up to as many older ones
 	runs   []*Run  // the last KeepRuns runs, oldest first (running ones too)
 	byID   map[string]*Run
 	instr  map[string]*Instruction
@@ -225,8 +225,11 @@ func (f *Feed) emit(w *workspace, typ string, data map[string]any) {
 	data["type"] = typ
 	fr := Frame{ID: f.epoch + "-" + strconv.FormatUint(w.seq, 10), Type: typ, Data: data, seq: w.seq}
 	w.frames = append(w.frames, fr)
-	if over := len(w.frames) - f.opts.KeepFrames; over > 0 {
-		w.frames = append(w.frames[:0:0], w.frames[over:]...)
+	// Trimmed only when twice over, so that each frame is copied once on
+	// average (trimming on every emit copied KeepFrames frames per frame:
+	// 40 % of a trivial run's CPU at 16 clients).
+	if len(w.frames) >= 2*f.opts.KeepFrames {
+		w.frames = append(w.frames[:0:0], w.frames[len(w.frames)-f.opts.KeepFrames:]...)
 	}
 	for s := range w.subs {
 		select {
@@ -254,13 +257,14 @@ func (f *Feed) Subscribe(ws, lastID string) (frames <-chan Frame, cancel func())
 		case !ok || epoch != f.epoch || n > w.seq:
 			replay = append(replay, f.gapFrame())
 		default:
-			first := w.seq - uint64(len(w.frames)) + 1 // seq of w.frames[0]
+			kept := w.frames[max(0, len(w.frames)-f.opts.KeepFrames):]
+			first := w.seq - uint64(len(kept)) + 1 // seq of kept[0]
 			if n+1 < first {
 				replay = append(replay, f.gapFrame())
 				n = first - 1
 			}
 			if n < w.seq {
-				replay = append(replay, w.frames[n+1-first:]...)
+				replay = append(replay, kept[n+1-first:]...)
 			}
 		}
 	}
