@@ -54,6 +54,15 @@ type Options struct {
 	// that finds every worker busy waits for one until its own deadline,
 	// then fails with BUSY.
 	Max int
+	// Running caps the top-level runs executing JavaScript at once
+	// (default: the number of CPUs, at least 2). A run that finds that
+	// many running waits up to gateDelay for one to finish before it
+	// takes an idle worker anyway; a run blocked in a slow host call does
+	// not count. Sixteen trivial runs at once on two cores cost each
+	// worker 3–5× the CPU of the same runs two at a time (every process's
+	// runtime wakes, spins and collects on its own), so letting a burst
+	// queue for a moment is faster for every run in it.
+	Running int
 	// MaxNested caps the workers that one run's nested runs (tools.call of
 	// a saved tool, run_script from a script) hold at once (default 8).
 	// Nested runs do not count against Max, so a pool full of runs that
@@ -99,6 +108,9 @@ func (o *Options) defaults() {
 	if o.MaxNested <= 0 {
 		o.MaxNested = 8
 	}
+	if o.Running <= 0 {
+		o.Running = max(runtime.NumCPU(), 2)
+	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 30 * time.Second
 	}
@@ -126,16 +138,18 @@ type Pool struct {
 
 	spawns chan spawnRequest
 
-	mu       sync.Mutex
-	idle     []*proc // most recently used last
-	procs    map[*proc]bool
-	starting int
-	busy     int // workers serving top-level runs
-	waiters  []*waiter
-	closed   bool
-	closing  chan struct{}
-	reapers  sync.WaitGroup
-	starts   sync.WaitGroup // background starts in progress
+	mu          sync.Mutex
+	idle        []*proc // most recently used last
+	procs       map[*proc]bool
+	starting    int
+	busy        int       // workers serving top-level runs
+	running     int       // of those, the ones not blocked in a slow host call
+	lastRelease time.Time // when a top-level run last gave its worker back
+	waiters     []*waiter
+	closed      bool
+	closing     chan struct{}
+	reapers     sync.WaitGroup
+	starts      sync.WaitGroup // background starts in progress
 
 	specMu      sync.Mutex
 	specVersion int
@@ -345,6 +359,7 @@ type acquired struct {
 type waiter struct {
 	ch       chan acquired
 	topLevel bool
+	beside   bool // past the gate: runs beside long runs (see gateDelay)
 }
 
 // acquire takes an idle worker, starts one when the pool may grow, or
@@ -355,17 +370,20 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, topLevel bool) (
 		p.mu.Unlock()
 		return nil, unavailable("the sandbox pool is shut down")
 	}
-	if !topLevel || p.busy < p.opts.Max {
+	gated := topLevel && p.running >= p.opts.Running
+	if !gated && (!topLevel || p.busy < p.opts.Max) {
 		if w := p.popIdle(); w != nil {
-			if topLevel {
-				p.busy++
-			}
+			p.grantLocked(w, topLevel)
 			p.mu.Unlock()
 			return w, nil
 		}
 	}
 	wt := &waiter{ch: make(chan acquired, 1), topLevel: topLevel}
 	p.waiters = append(p.waiters, wt)
+	var gate <-chan time.Time
+	if gated {
+		gate = time.After(gateDelay)
+	}
 	// Below its size the pool starts a worker at once, and so does a
 	// nested run (its caller holds a worker and waits for it). Beyond its
 	// size it grows only for a run that has waited growDelay: most runs
@@ -374,7 +392,7 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, topLevel bool) (
 	// retire unused (a burst of short runs would start and retire workers
 	// without end, each start costing more CPU than thousands of runs).
 	var grow <-chan time.Time
-	if p.mayGrowLocked(topLevel) {
+	if !gated && p.mayGrowLocked(topLevel) {
 		if !topLevel || len(p.procs)+p.starting < p.opts.Size {
 			p.startLocked()
 		} else {
@@ -391,6 +409,29 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, topLevel bool) (
 		select {
 		case a := <-wt.ch:
 			return a.w, a.err
+		case <-gate:
+			p.mu.Lock()
+			if since := time.Since(p.lastRelease); since < gateDelay && p.isWaiting(wt) {
+				// Runs are finishing: the queue moves; wait for its turn.
+				gate = time.After(gateDelay - since)
+				p.mu.Unlock()
+				continue
+			}
+			// None of the runs ahead finished for a while: they are
+			// long ones; run beside them.
+			if p.isWaiting(wt) && p.busy < p.opts.Max {
+				wt.beside = true
+				if w := p.popIdle(); w != nil {
+					p.removeWaiterLocked(wt)
+					p.grantLocked(w, true)
+					p.mu.Unlock()
+					return w, nil
+				}
+				if p.mayGrowLocked(true) {
+					p.startLocked()
+				}
+			}
+			p.mu.Unlock()
 		case <-grow:
 			grow = nil
 			p.mu.Lock()
@@ -404,6 +445,70 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, topLevel bool) (
 		case <-timer.C:
 			p.abandon(wt)
 			return nil, apierr.New(apierr.Busy, "no sandbox worker became free before this run's time limit (%d runs hold one, at most %d may); retry shortly", p.busyNow(), p.opts.Max)
+		}
+	}
+}
+
+// gateDelay is how long a run waits, while none of the running ones
+// finishes, before it runs beside them (see Options.Running).
+const gateDelay = 5 * time.Millisecond
+
+// grantLocked gives w to a run.
+func (p *Pool) grantLocked(w *proc, topLevel bool) {
+	if topLevel {
+		p.busy++
+		p.running++
+		w.counted = true
+	}
+}
+
+// slowCall notes that w's run entered (+1) or left (-1) a slow host call:
+// a run waiting for the host does not hold a running slot.
+func (p *Pool) slowCall(w *proc, delta int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w.slow += delta
+	if !w.counted {
+		return
+	}
+	switch {
+	case delta > 0 && w.slow == 1:
+		p.running--
+		p.admitLocked()
+	case delta < 0 && w.slow == 0:
+		p.running++
+	}
+}
+
+// admitLocked hands idle workers to waiting runs while fewer than
+// Running run.
+func (p *Pool) admitLocked() {
+	for p.running < p.opts.Running && p.busy < p.opts.Max && len(p.idle) > 0 {
+		var wt *waiter
+		for _, x := range p.waiters {
+			if x.topLevel {
+				wt = x
+				break
+			}
+		}
+		if wt == nil {
+			return
+		}
+		w := p.popIdle()
+		if w == nil {
+			return
+		}
+		p.removeWaiterLocked(wt)
+		p.grantLocked(w, true)
+		wt.ch <- acquired{w: w}
+	}
+}
+
+func (p *Pool) removeWaiterLocked(wt *waiter) {
+	for i, w := range p.waiters {
+		if w == wt {
+			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
+			return
 		}
 	}
 }
@@ -482,8 +587,14 @@ func (p *Pool) release(w *proc, healthy, topLevel bool) {
 	p.mu.Lock()
 	if topLevel {
 		p.busy--
+		p.lastRelease = time.Now()
+		if w.counted && w.slow == 0 {
+			p.running--
+		}
+		w.counted = false
 	}
 	if !healthy || p.closed || w.isDead() {
+		p.admitLocked()
 		p.mu.Unlock()
 		w.kill(nil)
 		return
@@ -497,17 +608,16 @@ func (p *Pool) release(w *proc, healthy, topLevel bool) {
 // makes it idle.
 func (p *Pool) handOrIdleLocked(w *proc) {
 	for i, wt := range p.waiters {
-		if wt.topLevel && p.busy >= p.opts.Max {
+		if wt.topLevel && (p.busy >= p.opts.Max || p.running >= p.opts.Running && !wt.beside) {
 			continue
 		}
 		p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
-		if wt.topLevel {
-			p.busy++
-		}
+		p.grantLocked(w, wt.topLevel)
 		wt.ch <- acquired{w: w}
 		return
 	}
 	p.idle = append(p.idle, w)
+	p.admitLocked()
 }
 
 // startLocked starts one worker in the background.

@@ -44,6 +44,8 @@ type proc struct {
 
 	planVersion int // the API plan the worker has (pool-owned, under run)
 	idleSince   time.Time
+	counted     bool // serves a top-level run counted in Pool.running (under Pool.mu)
+	slow        int  // slow host calls in flight (under Pool.mu)
 
 	job atomic.Pointer[job]
 
@@ -518,12 +520,16 @@ func (w *proc) serveCall(j *job, m *wire.Call) (handedOver bool) {
 		defer mu.Unlock()
 		if !done {
 			handedOver = true
+			w.pool.slowCall(w, 1)
 			go w.read()
 		}
 	})
 	res, err := j.calls.Invoke(m.Method, m.Args)
 	mu.Lock()
 	done = true
+	if handedOver {
+		w.pool.slowCall(w, -1)
+	}
 	mu.Unlock()
 	t.Stop()
 	j.inflight.Add(-1)

@@ -470,3 +470,50 @@ func waitFor(t testing.TB, cond func() bool, describe ...func() string) {
 }
 
 var _ = store.CreateOptions{}
+
+// Runs beyond Running wait for a running one to finish, but never behind
+// long ones: a run that finishes nothing for gateDelay lets the next run
+// beside it, and a run waiting in a slow host call holds no slot.
+func TestRunningGateNeverBlocksBehindLongRuns(t *testing.T) {
+	h, p := newPool(t, worker.Options{Size: 3, Running: 1})
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	h.Registry.Add(hostapi.Op{Name: "files.testHold", Result: true, Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return true, nil
+	}})
+	env := h.Env("default", "s")
+	// A run waiting in the host: the next run starts at once.
+	held := make(chan *hostapi.RunResult, 1)
+	go func() {
+		held <- h.Runner.Run(context.Background(), env, hostapi.RunRequest{Code: `return await files.testHold()`})
+	}()
+	<-entered
+	waitFor(t, func() bool { return p.Stats().Busy == 1 })
+	if res := run(t, h, `return 2`, nil); string(resultJSON(t, res)) != "2" {
+		t.Fatalf("beside a held run: %s", resultJSON(t, res))
+	}
+	// A run spinning on the CPU until its deadline: a short run does not
+	// wait for it.
+	spin := make(chan *hostapi.RunResult, 1)
+	go func() {
+		spin <- h.Runner.Run(context.Background(), env, hostapi.RunRequest{Code: `for (;;) {}`, Limits: hostapi.RunLimits{Timeout: 20 * time.Second}})
+	}()
+	waitFor(t, func() bool { return p.Stats().Busy == 2 })
+	if res := run(t, h, `return 3`, nil); string(resultJSON(t, res)) != "3" {
+		t.Fatalf("beside a spinning run: %s", resultJSON(t, res))
+	}
+	select {
+	case res := <-spin:
+		t.Fatalf("the spinning run ended first: %+v", res)
+	default:
+	}
+	close(release)
+	if res := <-held; string(resultJSON(t, res)) != "true" {
+		t.Fatalf("held run: %s", resultJSON(t, res))
+	}
+}
