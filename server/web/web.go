@@ -13,12 +13,17 @@ package web
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"encoding/hex"
 	"io/fs"
+	"mime"
 	"net/http"
 	"path"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -26,27 +31,117 @@ import (
 //go:embed static
 var files embed.FS
 
-// bootTag is where index.html loads boot.js; the served page has the
-// script inline there instead.
-const bootTag = `<script src="/static/boot.js" async></script>`
+// bootTag is where index.html loads boot.js, and styleTag its stylesheet;
+// the served page has both inline there instead.
+const (
+	bootTag  = `<script src="/static/boot.js" async></script>`
+	styleTag = `<link rel="stylesheet" href="/static/style.css">`
+)
 
-// page is index.html as served: boot.js inline at the top of the head,
-// so that the workspace's first request (GET /api/history) leaves while
-// the stylesheet and the modules are still loading (as a separate async
-// script it left only after its own round trip, and after first paint on
-// a busy machine), and the page's CSP with that script's hash.
+// page is index.html as served:
+//   - boot.js inline at the top of the head, so that the workspace's first
+//     request (GET /api/history) leaves while the modules are still loading
+//     (as a separate async script it left only after its own round trip);
+//   - the stylesheet inline, so that nothing but the HTML stands between
+//     the response and the first paint;
+//   - the assets' URLs versioned (see bundle);
+//   - the CSP allowing exactly those inline script and style, by hash.
 var page = sync.OnceValues(func() (body []byte, csp string) {
-	index, err := files.ReadFile("static/index.html")
+	index := mustRead("static/index.html")
+	boot, style := mustRead("static/boot.js"), mustRead("static/style.css")
+	if !bytes.Contains(index, []byte(bootTag)) || !bytes.Contains(index, []byte(styleTag)) {
+		panic("web: index.html does not load static/boot.js as " + bootTag + " and static/style.css as " + styleTag)
+	}
+	body = bytes.Replace(index, []byte(bootTag), wrap("<script>", boot, "</script>"), 1)
+	body = bytes.Replace(body, []byte(styleTag), wrap("<style>", style, "</style>"), 1)
+	body = versioned(body, "/static/")
+	return body, pageCSP(hashSource(boot), hashSource(style))
+})
+
+func mustRead(name string) []byte {
+	b, err := files.ReadFile(name)
 	if err != nil {
-		panic("web: static/index.html is not embedded")
+		panic("web: " + name + " is not embedded")
 	}
-	boot, err := files.ReadFile("static/boot.js")
-	if err != nil || !bytes.Contains(index, []byte(bootTag)) {
-		panic("web: index.html does not load static/boot.js as " + bootTag)
+	return b
+}
+
+func wrap(open string, body []byte, end string) []byte {
+	return append(append([]byte(open), body...), end...)
+}
+
+func hashSource(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+}
+
+// version names this build's assets: a hash of all of them. Every URL of an
+// asset in the page and in the modules' imports carries it (?v=…), so a
+// browser may keep them for good (immutable) and a new build is fetched
+// anew.
+var version = sync.OnceValue(func() string {
+	h := sha256.New()
+	fs.WalkDir(files, "static", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := files.ReadFile(p)
+			h.Write([]byte(p))
+			h.Write(b)
+		}
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))[:12]
+})
+
+// assetRef finds the page's and the modules' references to an asset:
+// "/static/app.js" in the HTML, "./api.js" in an import.
+var assetRef = regexp.MustCompile(`"(/static/|\./)([a-z0-9_-]+\.(?:js|css))"`)
+
+// versioned adds ?v=version to the asset references in b; prefix is the
+// kind of reference to rewrite ("/static/" in the page, "./" in modules).
+func versioned(b []byte, prefix string) []byte {
+	return assetRef.ReplaceAllFunc(b, func(m []byte) []byte {
+		sub := assetRef.FindSubmatch(m)
+		if string(sub[1]) != prefix {
+			return m
+		}
+		return []byte(`"` + prefix + string(sub[2]) + "?v=" + version() + `"`)
+	})
+}
+
+// asset is one embedded file as served: its bytes (imports versioned), a
+// gzip copy made once when that is smaller, and a strong ETag.
+type asset struct {
+	body, gz    []byte
+	etag, ctype string
+}
+
+var assets = sync.OnceValue(func() map[string]*asset {
+	out := map[string]*asset{}
+	entries, _ := files.ReadDir("static")
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || name == "index.html" || strings.HasPrefix(name, ".") {
+			continue
+		}
+		b := mustRead("static/" + name)
+		if path.Ext(name) == ".js" {
+			b = versioned(b, "./")
+		}
+		sum := sha256.Sum256(b)
+		a := &asset{body: b, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, ctype: mime.TypeByExtension(path.Ext(name))}
+		if a.ctype == "" {
+			a.ctype = "application/octet-stream"
+		}
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+		zw.Write(b)
+		zw.Close()
+		if gz.Len() < len(b)*9/10 {
+			a.gz = gz.Bytes()
+		}
+		out[name] = a
 	}
-	sum := sha256.Sum256(boot)
-	body = bytes.Replace(index, []byte(bootTag), append(append([]byte("<script>"), boot...), "</script>"...), 1)
-	return body, pageCSP("'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'")
+	return out
 })
 
 // Index serves the page.
@@ -61,22 +156,62 @@ func Index() http.Handler {
 	})
 }
 
-// Static serves the page's assets under /static/.
+// Static serves the page's assets under /static/: gzipped for browsers that
+// take it, kept for good when asked for by this build's version (the page's
+// URLs), revalidated by ETag otherwise.
 func Static() http.Handler {
-	sub, _ := fs.Sub(files, "static")
-	fsrv := http.FileServerFS(sub)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name := path.Base(r.URL.Path)
-		if name == "index.html" || strings.HasPrefix(name, ".") {
+		a := assets()[path.Base(r.URL.Path)]
+		if a == nil {
 			http.NotFound(w, r)
 			return
 		}
 		setHeaders(w)
-		w.Header().Set("Cache-Control", "public, max-age=300")
-		r2 := r.Clone(r.Context())
-		r2.URL.Path = "/" + name
-		fsrv.ServeHTTP(w, r2)
+		h := w.Header()
+		if r.URL.Query().Get("v") == version() {
+			h.Set("Cache-Control", "public, max-age=31536000, immutable")
+		} else {
+			h.Set("Cache-Control", "no-cache")
+		}
+		h.Set("Vary", "Accept-Encoding")
+		body, etag := a.body, a.etag
+		if a.gz != nil && acceptsGzip(r) {
+			body, etag = a.gz, a.etag[:len(a.etag)-1]+`-gz"`
+			h.Set("Content-Encoding", "gzip")
+		}
+		h.Set("ETag", etag)
+		if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, etag) {
+			h.Del("Content-Encoding")
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		h.Set("Content-Type", a.ctype)
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		if r.Method == http.MethodHead {
+			return
+		}
+		w.Write(body)
 	})
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(coding), "gzip") && strings.ReplaceAll(params, " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
+}
+
+func etagMatch(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
 }
 
 func setHeaders(w http.ResponseWriter) {
@@ -84,15 +219,18 @@ func setHeaders(w http.ResponseWriter) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Content-Security-Policy", pageCSP(""))
+	h.Set("Content-Security-Policy", pageCSP("", ""))
 }
 
-// pageCSP is the page's content security policy; inline names the one
-// inline script allowed (by its hash), if any.
-func pageCSP(inline string) string {
-	script := "'self'"
-	if inline != "" {
-		script += " " + inline
+// pageCSP is the page's content security policy; script and style name the
+// one inline script and stylesheet allowed (by hash), if any.
+func pageCSP(script, style string) string {
+	src := func(inline string) string {
+		if inline == "" {
+			return "'self'"
+		}
+		return "'self' " + inline
 	}
-	return "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src " + script + "; connect-src 'self'; frame-ancestors 'none'"
+	return "default-src 'self'; img-src 'self' blob: data:; style-src " + src(style) + "; script-src " + src(script) +
+		"; connect-src 'self'; frame-ancestors 'none'"
 }

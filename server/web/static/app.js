@@ -2,13 +2,43 @@
 // uploads by drop or picker that ask before replacing, the viewer, the run
 // feed and the script console, and how to connect an agent. Plain ES
 // modules, no framework, nothing fetched from elsewhere.
+//
+// Only what draws the list loads before the first render (this module,
+// api.js, ui.js); the viewer, the run feed and the console are imported on
+// first use, or when the browser is idle after the list is drawn.
 import { api, auth, raw, tool, stream, setToken, fileURL } from "./api.js";
 import { $, el, toast, human, kindOf, ask, plural, formatTime } from "./ui.js";
-import { openViewer, closeViewer, setViewerActions, viewerFile, refreshViewer, setupViewer } from "./viewer.js";
-import { restore, frame, setFeedHooks, saveBlob, downloadBlob } from "./feed.js";
-import { setupConsole, setConsoleHooks } from "./console.js";
 
 const state = { files: new Map(), filter: "", authRequired: false, streams: [], live: { files: false, runs: false } };
+
+// --- modules loaded on first use (each once; the promise is kept)
+const once = (load) => { let p = null; return () => (p = p || load()); };
+let viewerMod = null; // the loaded viewer.js, once it is
+const loadViewer = once(() => import("./viewer.js").then((v) => {
+  v.setViewerActions({ download, saveToDisk, revert, remove });
+  v.setupViewer();
+  viewerMod = v;
+  return v;
+}));
+const loadFeed = once(() => import("./feed.js").then((m) => {
+  m.setFeedHooks({ openFile: openById, onArtifact: (a) => {
+    if (a.action === "deleted") { state.files.delete(a.id); render(); return; }
+    // seed 002: upsert the artifact by path into the panel at once
+    upsert({ id: a.id, name: a.path.replace(/^\//, ""), size: a.size, mime_type: a.mime_type, source: a.source, icon_type: a.icon_type, flash: true });
+  } });
+  return m;
+}));
+const loadConsole = once(() => import("./console.js").then((c) => {
+  c.setConsoleHooks({ openFile: openById });
+  c.setupConsole();
+  return c;
+}));
+const failed = (e) => toast("The page could not load a part of itself: " + e.message, true);
+
+const openViewer = (f, opts) => loadViewer().then((v) => v.openViewer(f, opts), failed);
+const viewerFile = () => (viewerMod ? viewerMod.viewerFile() : null);
+const closeViewer = () => viewerMod && viewerMod.closeViewer();
+const refreshViewer = (f) => viewerMod && viewerMod.refreshViewer(f);
 
 // --- the list
 const byName = () => new Map([...state.files.values()].map((f) => [f.name, f]));
@@ -26,9 +56,9 @@ function render() {
 }
 
 // renderNow draws the list: the first rows at once (what a screen shows),
-// the rest in chunks over the next frames, so that a workspace of
+// the rest in chunks once those are painted, so that a workspace of
 // thousands of files is usable as soon as it arrives.
-const FIRST_ROWS = 120, CHUNK_ROWS = 400;
+const FIRST_ROWS = 50, CHUNK_ROWS = 200;
 let renderGen = 0;
 function renderNow() {
   const gen = ++renderGen;
@@ -46,7 +76,7 @@ function renderNow() {
     setTimeout(() => more(from + CHUNK_ROWS), 0);
   };
   box.dataset.complete = list.length <= FIRST_ROWS ? "1" : "";
-  if (list.length > FIRST_ROWS) setTimeout(() => more(FIRST_ROWS), 0);
+  if (list.length > FIRST_ROWS) afterPaint(() => more(FIRST_ROWS));
   if (focusId) { const r = box.querySelector(`[data-id="${CSS.escape(focusId)}"]`); if (r) r.focus(); }
   $("empty").hidden = state.files.size > 0;
   let total = 0;
@@ -54,24 +84,69 @@ function renderNow() {
   $("summary").textContent = state.files.size ? `${plural(state.files.size, "file")} · ${human(total)}` : "";
 }
 
+// afterPaint runs fn after the next frame (or soon, in a tab that draws
+// no frames): the first rows are shown before the rest are built.
+function afterPaint(fn) {
+  let done = false;
+  const go = () => { if (!done) { done = true; setTimeout(fn, 0); } };
+  requestAnimationFrame(go);
+  setTimeout(go, 100);
+}
+
+// rowFor builds a file's row from a template (cloning is cheaper than
+// building each element); the list's own listeners handle its clicks and
+// keys (see setupList), so a row carries none.
+let rowTemplate = null;
 function rowFor(f) {
+  if (!rowTemplate) {
+    rowTemplate = el("div", { class: "file-row", role: "listitem", tabindex: "0" },
+      el("span", { class: "badge", "aria-hidden": "true" }),
+      el("div", { class: "main" }, el("button", { type: "button", class: "name", "data-act": "open" }),
+        el("div", { class: "meta" }, el("span", { class: "size" }), el("span", { class: "type" }), el("span", { class: "mod" }))),
+      el("div", { class: "actions" }, el("button", { type: "button", class: "ghost small", "data-act": "download" }, "Download"),
+        el("button", { type: "button", class: "danger small", "data-act": "remove" }, "Delete")));
+  }
+  const row = rowTemplate.cloneNode(true);
+  const [badge, main, actions] = row.children;
   const kind = kindOf(f);
-  const badge = el("span", { class: "badge " + kind, "aria-hidden": "true" }, kind === "file" ? ((f.name.split(".").pop() || "file").slice(0, 4)) : kind);
-  const name = el("button", { type: "button", class: "name", title: f.name, onclick: () => openViewer(f) }, f.name);
-  const meta = el("div", { class: "meta" },
-    el("span", { class: "size" }, human(f.size)),
-    el("span", { class: "type", title: f.mime_type || "" }, f.mime_type || ""),
-    el("span", { class: "mod" }, formatTime(f.modified_on)),
-    f.source ? el("span", { class: "src src-" + f.source }, f.source === "upload" ? "uploaded" : "generated") : null);
-  const actions = el("div", { class: "actions" },
-    el("button", { type: "button", class: "ghost small", onclick: () => download(f), "aria-label": "Download " + f.name }, "Download"),
-    f.has_backup ? el("button", { type: "button", class: "ghost small", onclick: () => revert(f), "aria-label": "Revert " + f.name }, "Revert") : null,
-    el("button", { type: "button", class: "danger small", onclick: () => remove(f), "aria-label": "Delete " + f.name }, "Delete"));
-  const row = el("div", { class: "file-row" + (f.flash ? " flash" : ""), role: "listitem", tabindex: "0", "data-id": f.id, "data-name": f.name,
-    "aria-label": `${f.name}, ${human(f.size)}` }, badge, el("div", { class: "main" }, name, meta), actions);
+  badge.className = "badge " + kind;
+  badge.textContent = kind === "file" ? ((f.name.split(".").pop() || "file").slice(0, 4)) : kind;
+  const [name, meta] = main.children;
+  name.title = f.name;
+  name.textContent = f.name;
+  const [size, type, mod] = meta.children;
+  size.textContent = human(f.size);
+  type.title = f.mime_type || "";
+  type.textContent = f.mime_type || "";
+  mod.textContent = formatTime(f.modified_on);
+  if (f.source) meta.append(el("span", { class: "src src-" + f.source }, f.source === "upload" ? "uploaded" : "generated"));
+  const [dl, del] = actions.children;
+  dl.setAttribute("aria-label", "Download " + f.name);
+  del.setAttribute("aria-label", "Delete " + f.name);
+  if (f.has_backup) del.before(el("button", { type: "button", class: "ghost small", "data-act": "revert", "aria-label": "Revert " + f.name }, "Revert"));
+  if (f.flash) row.classList.add("flash");
+  row.dataset.id = f.id;
+  row.dataset.name = f.name;
+  row.setAttribute("aria-label", `${f.name}, ${human(f.size)}`);
   f.flash = false;
-  row.addEventListener("keydown", (e) => {
-    if (e.target !== row) return;
+  return row;
+}
+
+// setupList handles the rows' buttons and keys for the whole list.
+function setupList() {
+  const box = $("filelist");
+  const fileOf = (node) => { const row = node.closest(".file-row"); return row ? state.files.get(row.dataset.id) : null; };
+  const acts = { open: (f) => openViewer(f), download, revert, remove };
+  box.addEventListener("click", (e) => {
+    const b = e.target.closest("button[data-act]");
+    const f = b && fileOf(b);
+    if (f) acts[b.dataset.act](f);
+  });
+  box.addEventListener("keydown", (e) => {
+    const row = e.target;
+    if (!row.classList.contains("file-row")) return;
+    const f = state.files.get(row.dataset.id);
+    if (!f) return;
     if (e.key === "Enter" || e.key === " ") { e.preventDefault(); openViewer(f); }
     else if (e.key === "Delete") { e.preventDefault(); remove(f); }
     else if (e.key === "ArrowDown" || e.key === "ArrowUp") {
@@ -80,7 +155,6 @@ function rowFor(f) {
       if (sib) sib.focus();
     }
   });
-  return row;
 }
 
 function upsert(f) {
@@ -112,10 +186,19 @@ async function load() {
   $("ws").textContent = h.workspace.name;
   state.authRequired = !!h.workspace.auth_required;
   renderNow();
-  restore(h.messages);
-  if (!document.documentElement.dataset.ready) {
+  const first = !document.documentElement.dataset.ready;
+  if (first) {
     performance.mark("list-interactive");
+    // Element Timing tells when the first row is on screen (the benchmark reads it).
+    const name = document.querySelector("#filelist .file-row .name");
+    if (name) name.setAttribute("elementtiming", "first-row");
+  }
+  (await loadFeed()).restore(h.messages);
+  if (first) {
     document.documentElement.dataset.ready = "1";
+    // The rest of the page, while nobody needs it yet.
+    const idle = window.requestIdleCallback || ((fn) => setTimeout(fn, 200));
+    idle(() => { loadViewer().catch(() => {}); loadConsole().catch(() => {}); });
   }
 }
 
@@ -243,14 +326,16 @@ function upload(file, name, overwrite) {
 async function download(f) {
   try {
     const res = await raw(fileURL(f.id, "download"));
-    downloadBlob(await res.blob(), f.name);
+    const blob = await res.blob();
+    (await loadFeed()).downloadBlob(blob, f.name);
   } catch (e) { toast(e.message, true); }
 }
 
 async function saveToDisk(f) {
   try {
     const res = await raw(fileURL(f.id, "download"));
-    const r = await saveBlob(await res.blob(), f.name.split("/").pop(), f.mime_type);
+    const blob = await res.blob();
+    const r = await (await loadFeed()).saveBlob(blob, f.name.split("/").pop(), f.mime_type);
     if (r.ok) toast("Saved " + f.name);
     else if (r.error) toast(r.error, true);
   } catch (e) { toast(e.message, true); }
@@ -336,15 +421,11 @@ function setupTabs() {
 
 function setup() {
   auth.onUnauthorized = askToken;
-  setViewerActions({ download, saveToDisk, revert, remove });
-  setFeedHooks({ openFile: openById, onArtifact: (a) => {
-    if (a.action === "deleted") { state.files.delete(a.id); render(); return; }
-    // seed 002: upsert the artifact by path into the panel at once
-    upsert({ id: a.id, name: a.path.replace(/^\//, ""), size: a.size, mime_type: a.mime_type, source: a.source, icon_type: a.icon_type, flash: true });
-  } });
-  setConsoleHooks({ openFile: openById });
-  setupConsole();
+  setupList();
   setupTabs();
+  // The console's module loads when its tab opens; Run waits for it.
+  $("tab-console").addEventListener("click", () => loadConsole().catch(failed));
+  $("run-btn").addEventListener("click", () => loadConsole().then((c) => c.run(), failed));
   $("file-input").onchange = (e) => { uploadAll([...e.target.files]); e.target.value = ""; };
   $("upload-label").addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); $("file-input").click(); } });
   $("filter").oninput = (e) => { state.filter = e.target.value.toLowerCase(); render(); };
@@ -361,7 +442,6 @@ function setup() {
     setToken($("token-input").value.trim());
     start();
   });
-  setupViewer();
   let depth = 0;
   const dz = $("dropzone");
   const hasFiles = (e) => e.dataTransfer && [...(e.dataTransfer.types || [])].includes("Files");
@@ -383,7 +463,7 @@ async function start() {
   state.streams.push(stream("/api/events", fileEvent, (s) => setLive("files", s)));
   state.streams.push(stream("/api/runs/events", (type, data) => {
     if (type === "feed:gap") { load().catch(() => {}); return; }
-    frame(type, data);
+    loadFeed().then((m) => m.frame(type, data));
   }, (s) => setLive("runs", s)));
 }
 

@@ -24,10 +24,11 @@ export function setupConsole() {
   });
   code.addEventListener("blur", () => (code.dataset.escaped = ""));
   $("input").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); run(); } });
-  $("run-btn").addEventListener("click", run);
+  // The page binds Run itself (this module loads on first use).
 }
 
-async function run() {
+// run sends the console's script to POST /api/run and shows the result.
+export async function run() {
   const out = $("run-output");
   const btn = $("run-btn");
   let input;

@@ -37,7 +37,12 @@ export function human(n) {
   return n + " B";
 }
 
-export const plural = (n, word) => `${n.toLocaleString()} ${word}${n === 1 ? "" : "s"}`;
+// grouped writes 1234567 as 1,234,567. (Not toLocaleString: the first
+// use of Intl in a tab loads its locale data, 50–150 ms here, before the
+// list could be drawn.)
+export const grouped = (n) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+
+export const plural = (n, word) => `${grouped(n)} ${word}${n === 1 ? "" : "s"}`;
 
 // kindOf is how a file is shown: md, pdf, csv, xlsx, image, json, text,
 // code, docx, archive or file (seed 002's icon types, from the server's
@@ -85,11 +90,13 @@ export function ask(title, text, choices, opts) {
   });
 }
 
-// formatTime shows an ISO time in the user's locale (one formatter for
-// all: toLocaleString builds one per call, which a long list feels).
-const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "short", timeStyle: "short" });
+// formatTime shows an ISO time as the user's local date and time,
+// 2024-05-01 14:03: unambiguous in every locale, and without Intl (see
+// grouped).
+const pad = (n) => (n < 10 ? "0" + n : "" + n);
 export function formatTime(iso) {
   if (!iso) return "";
   const d = new Date(iso);
-  return isNaN(d) ? "" : timeFormat.format(d);
+  if (isNaN(d)) return "";
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
 }
