@@ -41,6 +41,67 @@ func startPool(h *hostapi.Host, size, max int) error {
 	return setRunners(h, p, true)
 }
 
+// startPoolInBackground is serve's startPool: the server listens without
+// waiting for the sandbox workers (the first one execs this binary, which
+// maps libvips's ~95 shared libraries and initialises the Go runtime:
+// 0.5–2 s of a loaded 2-core machine, BenchmarkServeFirstExtract), nor
+// for the WebAssembly runner. A script that comes sooner waits for the
+// start as long as its context allows; a start that fails is logged, and
+// every script then fails with TOOL_WORKER_UNAVAILABLE saying why, while
+// files and tools keep working.
+func startPoolInBackground(h *hostapi.Host, size, max int) {
+	p := &startingPool{ready: make(chan struct{})}
+	go func() {
+		defer close(p.ready)
+		pool, err := worker.NewPool(h, worker.Options{Size: size, Max: max, Log: h.Log})
+		if err != nil {
+			p.err = apierr.Wrap(apierr.ToolWorkerUnavailable, err, "cannot start the sandbox workers: %v", err)
+			h.Log.Error("sandbox workers did not start; scripts will fail until the server restarts", "error", err)
+			return
+		}
+		p.pool = pool
+	}()
+	// A host closed while the pool starts closes it once started.
+	h.OnClose(func() error {
+		<-p.ready
+		if p.pool != nil {
+			return p.pool.Close()
+		}
+		return nil
+	})
+	mods := newLazyWasm(h)
+	h.Runner = hostapi.Runners{JS: p, WASM: mods}
+	go mods.get() // warm; a module run meanwhile waits for the same runner
+}
+
+// startingPool is a sandbox pool being started: ready is closed once
+// pool or err is set.
+type startingPool struct {
+	ready chan struct{}
+	pool  *worker.Pool
+	err   error
+}
+
+func (p *startingPool) Run(ctx context.Context, env *hostapi.Env, req hostapi.RunRequest) *hostapi.RunResult {
+	select {
+	case <-p.ready:
+	case <-ctx.Done():
+		return runError(apierr.Wrap(apierr.Timeout, ctx.Err(), "the sandbox workers were still starting when the run's time ran out; retry"))
+	}
+	if p.err != nil {
+		return runError(p.err)
+	}
+	return p.pool.Run(ctx, env, req)
+}
+
+var _ hostapi.ScriptRunner = (*startingPool)(nil)
+
+// runError is the result of a run that could not start.
+func runError(err error) *hostapi.RunResult {
+	e := apierr.Of(err)
+	return &hostapi.RunResult{Error: &hostapi.RunError{Code: e.Code, Message: e.Message}, Logs: []hostapi.LogEntry{}, Files: []hostapi.Artifact{}}
+}
+
 // lazyWasm is the WebAssembly runtime of a host: its wazero runner is
 // made by the first module run or check (a command that runs no module
 // never pays for it), and closes with the host.

@@ -73,9 +73,23 @@ tokens (SECRET:WORKSPACE) each token sees its own workspace.`,
 				return fail(g, err, g.json)
 			}
 			defer g.closeHost(h)
-			if err := startPool(h, int(c.Int("workers")), int(c.Int("max_runs"))); err != nil {
-				return fail(g, err, g.json)
-			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			// Everything that takes long starts in the background, and
+			// the port opens at once (BenchmarkServeFirstExtract): the PDF
+			// engine first, which loads pdfium from the user's cache (on a
+			// new machine: compiles it), so that the first PDF request
+			// does not wait for it; the sandbox workers beside it.
+			// Requests that come sooner wait for the same starts.
+			go func() {
+				start := time.Now()
+				if err := pdf.Warm(ctx, h); err != nil && ctx.Err() == nil {
+					log.Warn("the PDF engine did not start; PDF text operations will try again", "error", err)
+					return
+				}
+				log.Debug("PDF engine ready", "took", time.Since(start).Round(time.Millisecond))
+			}()
+			startPoolInBackground(h, int(c.Int("workers")), int(c.Int("max_runs")))
 			srv, err := server.New(server.Config{Host: h, Tools: parts.Tools, Tokens: toks, Workspace: g.workspace,
 				MaxConcurrentRuns: int(c.Int("max_runs")), PublicURL: c.String("public_url"),
 				ShutdownTimeout: c.Duration("shutdown_timeout"), SignedURLTTL: c.Duration("signed_url_ttl"),
@@ -89,19 +103,6 @@ tokens (SECRET:WORKSPACE) each token sees its own workspace.`,
 				fmt.Fprintf(stderr, "metaclaw serve: %v\n", err)
 				return exitCode(1)
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			// The PDF engine loads (on a new machine: compiles) in the
-			// background, so that the first PDF request does not wait for
-			// it; requests that come sooner wait for the same start.
-			go func() {
-				start := time.Now()
-				if err := pdf.Warm(ctx, h); err != nil && ctx.Err() == nil {
-					log.Warn("the PDF engine did not start; PDF text operations will try again", "error", err)
-					return
-				}
-				log.Debug("PDF engine ready", "took", time.Since(start).Round(time.Millisecond))
-			}()
 			if g.shared != nil && g.shared.clientURL != "" {
 				fmt.Fprintf(stderr, "metaclaw: embedded NATS JetStream (stored in %s) takes other hosts at %s\n",
 					filepath.Join(g.data, "nats"), g.shared.clientURL)
