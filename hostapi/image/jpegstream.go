@@ -2,6 +2,7 @@ package image
 
 /*
 #cgo pkg-config: vips libjpeg libwebp
+#cgo LDFLAGS: -lm
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@ package image
 #include <jerror.h>
 #include <vips/vips.h>
 #include <webp/encode.h>
+#include "reduce.h"
 
 // A JPEG decoded by libjpeg on one thread while libvips resizes and
 // encodes the rows already decoded on others (see jpegstream.go).
@@ -147,12 +149,10 @@ static void mc_jpeg_cancel(mc_jpeg *j) {
 	mc_jpeg_finish(j, -2, "cancelled");
 }
 
-// mc_jpeg_generate hands libvips the rows it asks for once they are
-// decoded.
-static int mc_jpeg_generate(VipsRegion *out, void *seq, void *a, void *b, gboolean *stop) {
-	mc_jpeg *j = (mc_jpeg *) a;
-	VipsRect *r = &out->valid;
-	int need = r->top + r->height;
+// mc_jpeg_wait waits until the first need rows are decoded: 0, or -1 with
+// a libvips error when the decoder stopped first.
+static int mc_jpeg_wait(void *ctx, int need) {
+	mc_jpeg *j = (mc_jpeg *) ctx;
 	g_mutex_lock(&j->lock);
 	while (j->rows < need && j->state == 0)
 		g_cond_wait(&j->cond, &j->lock);
@@ -162,6 +162,16 @@ static int mc_jpeg_generate(VipsRegion *out, void *seq, void *a, void *b, gboole
 		vips_error("metaclaw", "%s", j->why);
 		return -1;
 	}
+	return 0;
+}
+
+// mc_jpeg_generate hands libvips the rows it asks for once they are
+// decoded.
+static int mc_jpeg_generate(VipsRegion *out, void *seq, void *a, void *b, gboolean *stop) {
+	mc_jpeg *j = (mc_jpeg *) a;
+	VipsRect *r = &out->valid;
+	if (mc_jpeg_wait(j, r->top + r->height))
+		return -1;
 	size_t n = (size_t) r->width * j->bands;
 	for (int y = 0; y < r->height; y++)
 		memcpy(VIPS_REGION_ADDR(out, r->left, r->top + y),
@@ -221,24 +231,37 @@ static int mc_webp_encode(VipsImage *in, int q, void **out, size_t *len) {
 	return 0;
 }
 
-// mc_jpeg_encode resizes the decoding image by hs × vs (lanczos3), applies
+// mc_jpeg_encode resizes the decoding image to rw × rh (lanczos3), applies
 // an EXIF orientation, crops cw × ch at (cl, ct) when cw > 0 (display
 // coordinates, as libvips' thumbnail crops) and encodes it: format 0 JPEG,
-// 1 WebP, 2 PNG. The result is g_free()d by the caller.
-static int mc_jpeg_encode(mc_jpeg *j, double hs, double vs, int cl, int ct, int cw, int ch, int orientation,
+// 1 WebP, 2 PNG. hs and vs are the scales (rw / width, rh / height). The
+// result is g_free()d by the caller.
+static int mc_jpeg_encode(mc_jpeg *j, int rw, int rh, double hs, double vs, int cl, int ct, int cw, int ch, int orientation,
 	int format, int q, int optimize, int keep_icc, void **out, size_t *len) {
-	VipsImage *base = vips_image_new();
+	VipsImage *base = NULL;
 	VipsImage *t[4] = { NULL, NULL, NULL, NULL };
 	int rc = -1;
-	vips_image_init_fields(base, j->width, j->height, j->bands, VIPS_FORMAT_UCHAR, VIPS_CODING_NONE,
-		j->bands == 1 ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB, 1.0, 1.0);
-	if (vips_image_pipelinev(base, VIPS_DEMAND_STYLE_THINSTRIP, NULL) ||
-		vips_image_generate(base, NULL, mc_jpeg_generate, NULL, j, NULL))
-		goto done;
+	// Smaller on both sides by up to 3× (after shrink-on-load, the usual
+	// case): reduced straight from the decoded rows. Further reductions
+	// take vips_resize, which box-shrinks before its lanczos3 and so needs
+	// no filter hundreds of taps wide.
+	int reduce = rw <= j->width && rh <= j->height && (rw < j->width || rh < j->height) &&
+		rw * 3 >= j->width && rh * 3 >= j->height;
+	if (reduce) {
+		if (mc_reduce_image(&base, j->pix, j->stride, j->width, j->height, j->bands, rw, rh, mc_jpeg_wait, j))
+			goto done;
+	} else {
+		base = vips_image_new();
+		vips_image_init_fields(base, j->width, j->height, j->bands, VIPS_FORMAT_UCHAR, VIPS_CODING_NONE,
+			j->bands == 1 ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB, 1.0, 1.0);
+		if (vips_image_pipelinev(base, VIPS_DEMAND_STYLE_THINSTRIP, NULL) ||
+			vips_image_generate(base, NULL, mc_jpeg_generate, NULL, j, NULL))
+			goto done;
+	}
 	if (keep_icc && j->icc)
 		vips_image_set_blob_copy(base, VIPS_META_ICC_NAME, j->icc, j->icc_len);
 	VipsImage *cur = base;
-	if (hs != 1.0 || vs != 1.0) {
+	if (!reduce && (hs != 1.0 || vs != 1.0)) {
 		if (vips_resize(cur, &t[0], hs, "vscale", vs, "kernel", VIPS_KERNEL_LANCZOS3, NULL))
 			goto done;
 		cur = t[0];
@@ -273,7 +296,8 @@ done:
 	for (int i = 3; i >= 0; i--)
 		if (t[i])
 			g_object_unref(t[i]);
-	g_object_unref(base);
+	if (base)
+		g_object_unref(base);
 	return rc;
 }
 
@@ -389,7 +413,11 @@ func resizeJPEGStream(ctx context.Context, src *source, g streamGeometry, enc en
 	optimize := int64(geo.outW())*int64(geo.outH()) <= maxOptimizedJPEGPixels
 	var buf unsafe.Pointer
 	var n C.size_t
-	rc := C.mc_jpeg_encode(j, C.double(hs), C.double(vs), C.int(geo.crop.left), C.int(geo.crop.top), C.int(geo.crop.width), C.int(geo.crop.height),
+	rw, rh := geo.rw, geo.rh // as stored
+	if rotated(g.orient) {
+		rw, rh = rh, rw
+	}
+	rc := C.mc_jpeg_encode(j, C.int(rw), C.int(rh), C.double(hs), C.double(vs), C.int(geo.crop.left), C.int(geo.crop.top), C.int(geo.crop.width), C.int(geo.crop.height),
 		C.int(g.orient), format, C.int(q), cbool(optimize), cbool(enc.meta == metaProfile), &buf, &n)
 	// No more rows are needed: a crop may have left the last ones
 	// undecoded, a failed pipeline all of them. (When the decoder has

@@ -61,6 +61,15 @@ func TestJPEGStreamMatchesLibvips(t *testing.T) {
 		{"mirrored and turned, cover", withOrientation(photo, 5), 100, 60, vips.InterestingCentre, vips.SizeBoth, formatPNG},
 		{"grey", encJPEG(t, grey), 100, 0, vips.InterestingNone, vips.SizeBoth, formatPNG},
 		{"ICC profile", withICC, 160, 0, vips.InterestingNone, vips.SizeBoth, formatJPEG},
+		// The reducer's edges: fewer source samples than filter taps,
+		// one side kept while the other shrinks, widths not a multiple of
+		// its four-at-a-time loop; beyond 3× after shrink-on-load,
+		// vips_resize.
+		{"tiny", encJPEG(t, noise(16, 8)), 6, 3, vips.InterestingNone, vips.SizeForce, formatPNG},
+		{"same height", photo, 333, 480, vips.InterestingNone, vips.SizeForce, formatPNG},
+		{"grey, odd width", encJPEG(t, grey), 37, 0, vips.InterestingNone, vips.SizeBoth, formatJPEG},
+		{"one pixel", photo, 1, 1, vips.InterestingNone, vips.SizeForce, formatPNG},
+		{"a column", photo, 3, 480, vips.InterestingNone, vips.SizeForce, formatPNG},
 	}
 	ctx := context.Background()
 	for _, c := range cases {
