@@ -145,6 +145,7 @@ type Pool struct {
 	busy        int       // workers serving top-level runs
 	running     int       // of those, the ones not blocked in a slow host call
 	lastRelease time.Time // when a top-level run last gave its worker back
+	inline      inlineWatch
 	waiters     []*waiter
 	closed      bool
 	closing     chan struct{}

@@ -40,6 +40,7 @@ type proc struct {
 	budget   int64  // the memory budget the kernel backstops are set for
 	dataBase uint64 // VmData when idle, the base of RLIMIT_DATA
 	anonBase int64  // anonymous resident memory when started
+	statm    kernelFile
 	confined string
 
 	planVersion int // the API plan the worker has (pool-owned, under run)
@@ -199,7 +200,7 @@ func (p *Pool) spawnWith(c confinement) (*proc, error) {
 	w.confined = hello.Confined
 	w.budget = -1
 	w.dataBase = vmData(w.pid)
-	w.anonBase = anonRSS(w.pid)
+	w.anonBase = w.anonRSS()
 	w.setBudget(budget)
 	p.reapers.Add(1)
 	go w.read()
@@ -252,6 +253,7 @@ func (w *proc) abort() {
 	if w.cg != nil {
 		w.cg.remove()
 	}
+	w.statm.close()
 }
 
 // setBudget points the kernel's backstops at a run's memory budget: the
@@ -438,14 +440,14 @@ func (w *proc) overBudget(budget int64) bool {
 	if budget <= 0 {
 		return false
 	}
-	return anonRSS(w.pid) > w.anonBase+budget+w.pool.opts.MemoryOverhead/2
+	return w.anonRSS() > w.anonBase+budget+w.pool.opts.MemoryOverhead/2
 }
 
 // anonRSS is a process's anonymous resident memory in bytes (resident
 // minus file-backed and shared pages, from /proc/PID/statm), or 0 when it
 // cannot be read.
-func anonRSS(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+func (w *proc) anonRSS() int64 {
+	b, err := w.statm.read("/proc/" + strconv.Itoa(w.pid) + "/statm")
 	if err != nil {
 		return 0
 	}
@@ -489,12 +491,76 @@ func (j *job) reason() *apierr.Error {
 	return j.stopWhy
 }
 
-// inlineBudget is how long the reader goroutine runs a host call itself
-// before it hands the reading to a new goroutine. Running a call where
-// its frame was read saves waking a thread per call (half the host's
-// thread switches on this path); handing over after a moment keeps slow
-// calls of a Promise.all running in parallel.
-const inlineBudget = 150 * time.Microsecond
+// A reader goroutine runs a host call itself, where its frame was read,
+// and hands the reading to a new goroutine once the call has taken
+// longer than a tick of the pool's inline watch (1–2 ms). Running a call
+// inline saves waking a thread per call (half the host's thread switches
+// on this path); handing over keeps slow calls of a Promise.all running
+// in parallel. One watch serves every worker: a timer per call woke the
+// runtime's poller thread on every call (8 % of the host's CPU per call).
+const inlineTick = time.Millisecond
+
+type inlineWatch struct {
+	mu      sync.Mutex
+	calls   map[*inlineCall]struct{}
+	running bool
+}
+
+type inlineCall struct {
+	start    time.Time
+	handOver func()
+}
+
+func (iw *inlineWatch) add(c *inlineCall) {
+	iw.mu.Lock()
+	if iw.calls == nil {
+		iw.calls = map[*inlineCall]struct{}{}
+	}
+	iw.calls[c] = struct{}{}
+	if !iw.running {
+		iw.running = true
+		go iw.watch()
+	}
+	iw.mu.Unlock()
+}
+
+func (iw *inlineWatch) remove(c *inlineCall) {
+	iw.mu.Lock()
+	delete(iw.calls, c)
+	iw.mu.Unlock()
+}
+
+// watch hands over the calls that have run longer than a tick; it stops
+// after 100 ticks without calls.
+func (iw *inlineWatch) watch() {
+	t := time.NewTicker(inlineTick)
+	defer t.Stop()
+	quiet := 0
+	var due []*inlineCall
+	for now := range t.C {
+		iw.mu.Lock()
+		if len(iw.calls) == 0 {
+			if quiet++; quiet >= 100 {
+				iw.running = false
+				iw.mu.Unlock()
+				return
+			}
+		} else {
+			quiet = 0
+		}
+		due = due[:0]
+		for c := range iw.calls {
+			if now.Sub(c.start) >= inlineTick {
+				delete(iw.calls, c)
+				due = append(due, c)
+			}
+		}
+		iw.mu.Unlock()
+		for _, c := range due {
+			c.handOver()
+		}
+	}
+}
 
 // serveCall runs a host call the worker asked for and sends the reply. It
 // reports whether the reading was handed to a new goroutine meanwhile, in
@@ -515,7 +581,7 @@ func (w *proc) serveCall(j *job, m *wire.Call) (handedOver bool) {
 
 	var mu sync.Mutex
 	done := false
-	t := time.AfterFunc(inlineBudget, func() {
+	c := &inlineCall{start: time.Now(), handOver: func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !done {
@@ -523,15 +589,16 @@ func (w *proc) serveCall(j *job, m *wire.Call) (handedOver bool) {
 			w.pool.slowCall(w, 1)
 			go w.read()
 		}
-	})
+	}}
+	w.pool.inline.add(c)
 	res, err := j.calls.Invoke(m.Method, m.Args)
+	w.pool.inline.remove(c)
 	mu.Lock()
 	done = true
 	if handedOver {
 		w.pool.slowCall(w, -1)
 	}
 	mu.Unlock()
-	t.Stop()
 	j.inflight.Add(-1)
 	if j.ctx.Err() == nil { // else the run is over and nobody awaits the answer
 		r := wire.Reply{Run: j.id, ID: m.ID, Result: res}
@@ -702,6 +769,7 @@ func (w *proc) reap() {
 	if w.cg != nil {
 		w.cg.remove()
 	}
+	w.statm.close()
 	close(w.dead)
 	if j != nil {
 		j.deliver(jobEnd{out: script.Outcome{Err: why}, healthy: false})

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -122,8 +124,9 @@ type cgroupParent struct {
 
 // cgroup is one worker's memory cgroup.
 type cgroup struct {
-	dir   string
-	limit int64
+	dir     string
+	limit   int64
+	failcnt kernelFile // memory.failcnt, read every few ms while a run lasts
 	// fails is memory.failcnt as last seen: how often the worker's memory
 	// had reached the limit by then.
 	fails int64
@@ -314,7 +317,7 @@ func (cg *cgroup) oomKilled() bool {
 // failCount reads how often the worker's memory has reached the limit
 // (-1 when it cannot be read).
 func (cg *cgroup) failCount() int64 {
-	b, err := os.ReadFile(filepath.Join(cg.dir, "memory.failcnt"))
+	b, err := cg.failcnt.read(filepath.Join(cg.dir, "memory.failcnt"))
 	if err != nil {
 		return -1
 	}
@@ -342,7 +345,46 @@ func (cg *cgroup) atLimit() bool {
 }
 
 // remove deletes the (empty) cgroup after its worker has exited.
-func (cg *cgroup) remove() { os.Remove(cg.dir) }
+func (cg *cgroup) remove() {
+	cg.failcnt.close()
+	os.Remove(cg.dir)
+}
+
+// kernelFile re-reads a small kernel file (procfs, cgroupfs) through one
+// open descriptor: opening it was most of the cost of reading it, and the
+// pool reads two such files every few milliseconds for each running
+// worker. Reading at offset 0 makes the kernel generate it afresh.
+type kernelFile struct {
+	mu  sync.Mutex
+	f   *os.File
+	buf [256]byte
+}
+
+func (k *kernelFile) read(path string) ([]byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.f == nil {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		k.f = f
+	}
+	n, err := k.f.ReadAt(k.buf[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return k.buf[:n], nil
+}
+
+func (k *kernelFile) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.f != nil {
+		k.f.Close()
+		k.f = nil
+	}
+}
 
 // close removes the pool's cgroup directory.
 func (p *cgroupParent) close() { os.Remove(p.dir) }

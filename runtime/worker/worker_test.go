@@ -517,3 +517,32 @@ func TestRunningGateNeverBlocksBehindLongRuns(t *testing.T) {
 		t.Fatalf("held run: %s", resultJSON(t, res))
 	}
 }
+
+// Slow host calls of one run proceed in parallel: four calls that each
+// wait for all four to have started finish only if the host runs them at
+// once (the reader hands the channel over when a call takes long).
+func TestSlowHostCallsRunInParallel(t *testing.T) {
+	h, _ := newPool(t, worker.Options{Size: 2})
+	var mu sync.Mutex
+	entered := 0
+	all := make(chan struct{})
+	h.Registry.Add(hostapi.Op{Name: "files.testBarrier", Result: 0, Handler: func(ctx context.Context, c *hostapi.Call) (any, error) {
+		mu.Lock()
+		if entered++; entered == 4 {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+			return 1, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}})
+	res := h.Runner.Run(context.Background(), h.Env("default", "s"), hostapi.RunRequest{
+		Code:   `const r = await Promise.all([1, 2, 3, 4].map(() => files.testBarrier())); return r.reduce((a, b) => a + b)`,
+		Limits: hostapi.RunLimits{Timeout: 20 * time.Second}})
+	if got := resultJSON(t, res); got != "4" {
+		t.Fatalf("four parallel calls: %s", got)
+	}
+}
