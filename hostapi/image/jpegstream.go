@@ -179,26 +179,105 @@ static int mc_jpeg_generate(VipsRegion *out, void *seq, void *a, void *b, gboole
 	return 0;
 }
 
+// mc_yuv fills a WebPPicture's YUV planes from RGB rows as libvips
+// computes them, so that only the encoding itself is left once the last
+// row is in. Rows go through WebPPictureImportRGB two (or more, an even
+// number) at a time: it converts each pair of rows on its own (4:2:0
+// chroma from 2 × 2 blocks, no dithering), so the planes are the ones one
+// import of the whole picture gives.
+typedef struct {
+	WebPPicture *pic;
+	int width;
+	uint8_t *carry; // one row held back for an even row count
+	int carried;    // its row number, -1 when none
+	int done;       // rows converted
+} mc_yuv;
+
+static int mc_yuv_put(mc_yuv *y, const uint8_t *rows, int n, size_t stride) {
+	if (n == 0)
+		return 0;
+	WebPPicture part;
+	if (!WebPPictureInit(&part)) {
+		vips_error("metaclaw", "libwebp version mismatch");
+		return -1;
+	}
+	part.width = y->width;
+	part.height = n;
+	if (!WebPPictureImportRGB(&part, rows, (int) stride)) {
+		WebPPictureFree(&part);
+		vips_error("metaclaw", "libwebp could not take the picture (out of memory?)");
+		return -1;
+	}
+	WebPPicture *pic = y->pic;
+	for (int r = 0; r < n; r++)
+		memcpy(pic->y + (size_t) (y->done + r) * pic->y_stride, part.y + (size_t) r * part.y_stride, y->width);
+	int uvw = (y->width + 1) >> 1, uv0 = y->done >> 1;
+	for (int r = 0; r < (n + 1) >> 1; r++) {
+		memcpy(pic->u + (size_t) (uv0 + r) * pic->uv_stride, part.u + (size_t) r * part.uv_stride, uvw);
+		memcpy(pic->v + (size_t) (uv0 + r) * pic->uv_stride, part.v + (size_t) r * part.uv_stride, uvw);
+	}
+	WebPPictureFree(&part);
+	y->done += n;
+	return 0;
+}
+
+static int mc_yuv_write(VipsRegion *region, VipsRect *area, void *a) {
+	mc_yuv *y = a;
+	size_t stride = (size_t) y->width * 3;
+	int top = area->top, n = area->height;
+	const uint8_t *p = (const uint8_t *) VIPS_REGION_ADDR(region, 0, top);
+	size_t rstride = VIPS_REGION_LSKIP(region);
+	if (rstride != stride) { // cannot happen: sink_disc hands out full-width rows
+		vips_error("metaclaw", "webp: rows of %zu bytes, want %zu", rstride, stride);
+		return -1;
+	}
+	if (y->carried >= 0) {
+		// Complete the held-back row's pair with this area's first row.
+		uint8_t *pair = g_try_malloc(2 * stride);
+		if (!pair) {
+			vips_error("metaclaw", "out of memory");
+			return -1;
+		}
+		memcpy(pair, y->carry, stride);
+		memcpy(pair + stride, p, stride);
+		int rc = mc_yuv_put(y, pair, 2, stride);
+		g_free(pair);
+		if (rc)
+			return -1;
+		y->carried = -1;
+		p += stride;
+		top++;
+		n--;
+	}
+	int even = n & ~1;
+	if (mc_yuv_put(y, p, even, stride))
+		return -1;
+	if (n & 1) {
+		if (top + n == y->pic->height) // the picture's last, odd row
+			return mc_yuv_put(y, p + (size_t) even * stride, 1, stride);
+		memcpy(y->carry, p + (size_t) even * stride, stride);
+		y->carried = top + even;
+	}
+	return 0;
+}
+
 // mc_webp_encode writes in as a lossy WebP the way libvips' webpsave does
 // (the default preset at Q, method 4, alpha at full quality, no metadata)
 // but with libwebp's multi-threaded encoding on, which libvips 8.14 does
 // not turn on: the output is the same, the encode ~25% faster on 2 cores.
-// The result is g_free()d by the caller.
-static int mc_webp_encode(VipsImage *in, int q, void **out, size_t *len) {
+// With by_rows, an RGB image is converted to YUV row by row as it is
+// computed (while the JPEG is still decoding); otherwise, and for other
+// images, once complete. The result is g_free()d by the caller.
+static int mc_webp_encode(VipsImage *in, int q, int by_rows, void **out, size_t *len) {
 	VipsImage *rgb = NULL;
 	if (vips_colourspace(in, &rgb, VIPS_INTERPRETATION_sRGB, NULL))
 		return -1;
-	size_t n;
-	void *mem = vips_image_write_to_memory(rgb, &n);
 	int w = rgb->Xsize, h = rgb->Ysize, bands = rgb->Bands;
-	g_object_unref(rgb);
-	if (!mem)
-		return -1;
 	WebPConfig config;
 	WebPPicture pic;
 	WebPMemoryWriter writer;
 	if (!WebPConfigPreset(&config, WEBP_PRESET_DEFAULT, q) || !WebPPictureInit(&pic)) {
-		g_free(mem);
+		g_object_unref(rgb);
 		vips_error("metaclaw", "libwebp version mismatch");
 		return -1;
 	}
@@ -207,8 +286,32 @@ static int mc_webp_encode(VipsImage *in, int q, void **out, size_t *len) {
 	config.thread_level = 1;
 	pic.width = w;
 	pic.height = h;
-	int ok = bands == 4 ? WebPPictureImportRGBA(&pic, mem, w * 4) : WebPPictureImportRGB(&pic, mem, w * 3);
-	g_free(mem);
+	int ok;
+	if (by_rows && bands == 3 && rgb->BandFmt == VIPS_FORMAT_UCHAR) {
+		pic.use_argb = 0;
+		pic.colorspace = WEBP_YUV420;
+		mc_yuv y = { &pic, w, NULL, -1, 0 };
+		ok = WebPPictureAlloc(&pic) && (y.carry = g_try_malloc((size_t) w * 3)) != NULL;
+		if (ok && vips_sink_disc(rgb, mc_yuv_write, &y)) {
+			g_free(y.carry);
+			g_object_unref(rgb);
+			WebPPictureFree(&pic);
+			return -1;
+		}
+		g_free(y.carry);
+		ok = ok && y.done == h;
+		g_object_unref(rgb);
+	} else {
+		size_t n;
+		void *mem = vips_image_write_to_memory(rgb, &n);
+		g_object_unref(rgb);
+		if (!mem) {
+			WebPPictureFree(&pic);
+			return -1;
+		}
+		ok = bands == 4 ? WebPPictureImportRGBA(&pic, mem, w * 4) : WebPPictureImportRGB(&pic, mem, w * 3);
+		g_free(mem);
+	}
 	if (!ok) {
 		WebPPictureFree(&pic);
 		vips_error("metaclaw", "libwebp could not take the picture (out of memory?)");
@@ -234,10 +337,11 @@ static int mc_webp_encode(VipsImage *in, int q, void **out, size_t *len) {
 // mc_jpeg_encode resizes the decoding image to rw × rh (lanczos3), applies
 // an EXIF orientation, crops cw × ch at (cl, ct) when cw > 0 (display
 // coordinates, as libvips' thumbnail crops) and encodes it: format 0 JPEG,
-// 1 WebP, 2 PNG. hs and vs are the scales (rw / width, rh / height). The
-// result is g_free()d by the caller.
+// 1 WebP, 2 PNG. hs and vs are the scales (rw / width, rh / height);
+// webp_by_rows is mc_webp_encode's by_rows. The result is g_free()d by the
+// caller.
 static int mc_jpeg_encode(mc_jpeg *j, int rw, int rh, double hs, double vs, int cl, int ct, int cw, int ch, int orientation,
-	int format, int q, int optimize, int keep_icc, void **out, size_t *len) {
+	int format, int q, int optimize, int keep_icc, int webp_by_rows, void **out, size_t *len) {
 	VipsImage *base = NULL;
 	VipsImage *t[4] = { NULL, NULL, NULL, NULL };
 	int rc = -1;
@@ -287,7 +391,7 @@ static int mc_jpeg_encode(mc_jpeg *j, int rw, int rh, double hs, double vs, int 
 		if (keep_icc && j->icc) // libvips writes the ICC chunk (and EXIF, removed later)
 			rc = vips_webpsave_buffer(cur, out, len, "Q", q, NULL);
 		else
-			rc = mc_webp_encode(cur, q, out, len);
+			rc = mc_webp_encode(cur, q, webp_by_rows, out, len);
 		break;
 	default:
 		rc = vips_pngsave_buffer(cur, out, len, "strip", !(keep_icc && j->icc), NULL);
@@ -335,6 +439,11 @@ import (
 // holds: 48 MB, a 16-megapixel RGB image. Larger ones take libvips'
 // sequential path, which holds a few rows at a time.
 const maxStreamBytes = 48 << 20
+
+// webpByRows has WebP pictures converted to YUV as their rows are
+// computed rather than once complete; the bytes written are the same
+// (tests compare the two).
+var webpByRows = true
 
 // streamGeometry is what the streaming path does to the decoded image.
 type streamGeometry struct {
@@ -418,7 +527,7 @@ func resizeJPEGStream(ctx context.Context, src *source, g streamGeometry, enc en
 		rw, rh = rh, rw
 	}
 	rc := C.mc_jpeg_encode(j, C.int(rw), C.int(rh), C.double(hs), C.double(vs), C.int(geo.crop.left), C.int(geo.crop.top), C.int(geo.crop.width), C.int(geo.crop.height),
-		C.int(g.orient), format, C.int(q), cbool(optimize), cbool(enc.meta == metaProfile), &buf, &n)
+		C.int(g.orient), format, C.int(q), cbool(optimize), cbool(enc.meta == metaProfile), cbool(webpByRows), &buf, &n)
 	// No more rows are needed: a crop may have left the last ones
 	// undecoded, a failed pipeline all of them. (When the decoder has
 	// finished, this changes nothing.)

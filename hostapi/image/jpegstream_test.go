@@ -1,6 +1,7 @@
 package image
 
 import (
+	"bytes"
 	"context"
 	goimage "image"
 	"math"
@@ -142,6 +143,53 @@ func TestJPEGStreamMatchesLibvips(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestJPEGStreamWebPByRows: converting a WebP picture to YUV row by row,
+// as the rows are computed, writes the bytes one conversion of the whole
+// picture writes: even and odd heights, rows arriving in strips of any
+// parity, grey (converted to RGB first).
+func TestJPEGStreamWebPByRows(t *testing.T) {
+	if err := libvips.start(); err != nil {
+		t.Fatal(err)
+	}
+	photo := encJPEG(t, noise(640, 480))
+	grey := goimage.NewGray(goimage.Rect(0, 0, 320, 240))
+	for i := range grey.Pix {
+		grey.Pix[i] = uint8(i * 7)
+	}
+	for _, c := range []struct {
+		data []byte
+		w, h int
+	}{{photo, 600, 0}, {photo, 0, 101}, {photo, 99, 33}, {photo, 640, 480}, {photo, 1, 1}, {encJPEG(t, grey), 0, 77}} {
+		src := &source{file: &store.File{Name: "p.jpg"}, data: c.data, format: formatJPEG}
+		hd, err := readHeader(src, 1e9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := vips.SizeBoth
+		if c.w > 0 && c.h > 0 {
+			size = vips.SizeForce
+		}
+		g := jpegGeometry(hd, c.w, c.h, vips.InterestingNone, size)
+		encodeWebP := func(byRows bool) *encoded {
+			t.Helper()
+			webpByRows = byRows
+			defer func() { webpByRows = true }()
+			out, ok, err := resizeJPEGStream(context.Background(), src, g, encoding{format: formatWebP}, 1<<30)
+			if !ok || err != nil {
+				t.Fatalf("ok %v, %v", ok, err)
+			}
+			return out
+		}
+		rows, whole := encodeWebP(true), encodeWebP(false)
+		if rows.width != whole.width || rows.height != whole.height || !bytes.Equal(rows.data, whole.data) {
+			t.Fatalf("%d × %d: by rows %d bytes, whole %d bytes, not the same", rows.width, rows.height, len(rows.data), len(whole.data))
+		}
+		if d := decode(t, rows.data); d.format != formatWebP || d.img.Bounds().Dx() != rows.width || d.img.Bounds().Dy() != rows.height {
+			t.Fatalf("decoded %s %v, want %d × %d", d.format, d.img.Bounds(), rows.width, rows.height)
+		}
 	}
 }
 
