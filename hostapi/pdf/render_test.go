@@ -229,6 +229,20 @@ func TestFlatten(t *testing.T) {
 	}
 }
 
+func TestFromBGRX(t *testing.T) {
+	// 2 × 2 with a stride of 12 (4 bytes of padding a row): grey pixels
+	// come out as one band.
+	grey := []byte{10, 10, 10, 0, 200, 200, 200, 0, 9, 9, 9, 9, 255, 255, 255, 0, 0, 0, 0, 0, 9, 9, 9, 9}
+	if pix, bands := fromBGRX(grey, 12, 2, 2); bands != 1 || !bytes.Equal(pix, []byte{10, 200, 255, 0}) {
+		t.Fatalf("grey = %v, %d bands", pix, bands)
+	}
+	// One blue pixel in the last row makes the whole image colour, R, G, B.
+	colour := []byte{10, 10, 10, 0, 200, 200, 200, 0, 9, 9, 9, 9, 255, 255, 255, 0, 255, 0, 0, 0, 9, 9, 9, 9}
+	if pix, bands := fromBGRX(colour, 12, 2, 2); bands != 3 || !bytes.Equal(pix, []byte{10, 10, 10, 200, 200, 200, 255, 255, 255, 0, 0, 255}) {
+		t.Fatalf("colour = %v, %d bands", pix, bands)
+	}
+}
+
 // TestRenderMatchesPoppler compares the page image with poppler's
 // pdftoppm, an independent renderer: the text lies in the same place.
 func TestRenderMatchesPoppler(t *testing.T) {
