@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/metaclaw/metaclaw/hostapi"
 	"github.com/metaclaw/metaclaw/hostapi/apierr"
@@ -45,24 +46,22 @@ func startPool(h *hostapi.Host, size, max int) error {
 // waiting for the sandbox workers (the first one execs this binary, which
 // maps libvips's ~95 shared libraries and initialises the Go runtime:
 // 0.5–2 s of a loaded 2-core machine, BenchmarkServeFirstExtract), nor
-// for the WebAssembly runner. A script that comes sooner waits for the
-// start as long as its context allows; a start that fails is logged, and
-// every script then fails with TOOL_WORKER_UNAVAILABLE saying why, while
-// files and tools keep working.
-func startPoolInBackground(h *hostapi.Host, size, max int) {
-	p := &startingPool{ready: make(chan struct{})}
-	go func() {
-		defer close(p.ready)
-		pool, err := worker.NewPool(h, worker.Options{Size: size, Max: max, Log: h.Log})
-		if err != nil {
-			p.err = apierr.Wrap(apierr.ToolWorkerUnavailable, err, "cannot start the sandbox workers: %v", err)
-			h.Log.Error("sandbox workers did not start; scripts will fail until the server restarts", "error", err)
-			return
-		}
-		p.pool = pool
-	}()
-	// A host closed while the pool starts closes it once started.
+// for the WebAssembly runner. The pool starts once after is closed (serve:
+// when the PDF engine is ready, which on two cores loads ~25 % sooner
+// without worker processes starting beside it), after at most
+// poolStartDelay, or with the first script, whichever comes first. A
+// script waits for the start as long as its context allows; a start that
+// fails is logged, and every script then fails with
+// TOOL_WORKER_UNAVAILABLE saying why, while files and tools keep working.
+func startPoolInBackground(h *hostapi.Host, size, max int, after <-chan struct{}) {
+	p := &startingPool{h: h, size: size, max: max, ready: make(chan struct{})}
+	// A host closed before the start stops it from happening; one
+	// closed while the pool starts closes it once started.
 	h.OnClose(func() error {
+		p.once.Do(func() {
+			p.err = apierr.New(apierr.ToolWorkerUnavailable, "the host is closing; no script can start")
+			close(p.ready)
+		})
 		<-p.ready
 		if p.pool != nil {
 			return p.pool.Close()
@@ -71,18 +70,51 @@ func startPoolInBackground(h *hostapi.Host, size, max int) {
 	})
 	mods := newLazyWasm(h)
 	h.Runner = hostapi.Runners{JS: p, WASM: mods}
-	go mods.get() // warm; a module run meanwhile waits for the same runner
+	go func() {
+		t := time.NewTimer(poolStartDelay)
+		defer t.Stop()
+		select {
+		case <-after:
+		case <-t.C:
+		}
+		p.start()
+		mods.get() // warm; a module run meanwhile waits for the same runner
+	}()
 }
 
-// startingPool is a sandbox pool being started: ready is closed once
+// poolStartDelay bounds how long serve's pool waits for the PDF engine
+// (whose first start on a machine compiles pdfium: 10 s or more).
+const poolStartDelay = 2 * time.Second
+
+// startingPool is a sandbox pool started on demand: ready is closed once
 // pool or err is set.
 type startingPool struct {
-	ready chan struct{}
-	pool  *worker.Pool
-	err   error
+	h         *hostapi.Host
+	size, max int
+	once      sync.Once
+	ready     chan struct{}
+	pool      *worker.Pool
+	err       error
+}
+
+// start starts the pool unless it is started (or the host closed).
+func (p *startingPool) start() {
+	p.once.Do(func() {
+		go func() {
+			defer close(p.ready)
+			pool, err := worker.NewPool(p.h, worker.Options{Size: p.size, Max: p.max, Log: p.h.Log})
+			if err != nil {
+				p.err = apierr.Wrap(apierr.ToolWorkerUnavailable, err, "cannot start the sandbox workers: %v", err)
+				p.h.Log.Error("sandbox workers did not start; scripts will fail until the server restarts", "error", err)
+				return
+			}
+			p.pool = pool
+		}()
+	})
 }
 
 func (p *startingPool) Run(ctx context.Context, env *hostapi.Env, req hostapi.RunRequest) *hostapi.RunResult {
+	p.start()
 	select {
 	case <-p.ready:
 	case <-ctx.Done():

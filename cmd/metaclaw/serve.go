@@ -79,9 +79,12 @@ tokens (SECRET:WORKSPACE) each token sees its own workspace.`,
 			// the port opens at once (BenchmarkServeFirstExtract): the PDF
 			// engine first, which loads pdfium from the user's cache (on a
 			// new machine: compiles it), so that the first PDF request
-			// does not wait for it; the sandbox workers beside it.
-			// Requests that come sooner wait for the same starts.
+			// does not wait for it; the sandbox workers once it is ready
+			// (or with the first script). Requests that come sooner wait
+			// for the same starts.
+			pdfReady := make(chan struct{})
 			go func() {
+				defer close(pdfReady)
 				start := time.Now()
 				if err := pdf.Warm(ctx, h); err != nil && ctx.Err() == nil {
 					log.Warn("the PDF engine did not start; PDF text operations will try again", "error", err)
@@ -89,7 +92,7 @@ tokens (SECRET:WORKSPACE) each token sees its own workspace.`,
 				}
 				log.Debug("PDF engine ready", "took", time.Since(start).Round(time.Millisecond))
 			}()
-			startPoolInBackground(h, int(c.Int("workers")), int(c.Int("max_runs")))
+			startPoolInBackground(h, int(c.Int("workers")), int(c.Int("max_runs")), pdfReady)
 			srv, err := server.New(server.Config{Host: h, Tools: parts.Tools, Tokens: toks, Workspace: g.workspace,
 				MaxConcurrentRuns: int(c.Int("max_runs")), PublicURL: c.String("public_url"),
 				ShutdownTimeout: c.Duration("shutdown_timeout"), SignedURLTTL: c.Duration("signed_url_ttl"),

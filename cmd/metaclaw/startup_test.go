@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,10 @@ import (
 
 	"github.com/pdfcpu/pdfcpu/pkg/api"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
+
+	"github.com/metaclaw/metaclaw/hostapi"
+	"github.com/metaclaw/metaclaw/hostapi/apierr"
+	"github.com/metaclaw/metaclaw/hostapi/host"
 )
 
 // BenchmarkServeFirstExtract (issue 14) measures a server start as a user
@@ -150,4 +155,34 @@ func twentyPagePDF(b *testing.B) []byte {
 		b.Fatal(err)
 	}
 	return out.Bytes()
+}
+
+// TestServePoolStartsOnDemand: serve's sandbox pool, waiting for the PDF
+// engine, starts at once for a script that comes first, and a host closed
+// before the pool started closes without starting it.
+func TestServePoolStartsOnDemand(t *testing.T) {
+	never := make(chan struct{}) // the PDF engine is never ready here
+	h, _, err := host.Open(hostapi.Config{DataDir: filepath.Join(t.TempDir(), "a"), Log: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	startPoolInBackground(h, 1, 0, never)
+	res := h.Runner.Run(context.Background(), h.Env("default", "test"), hostapi.RunRequest{Code: "return 6 * 7"})
+	if out, _ := json.Marshal(res.Result); !res.OK || string(out) != "42" {
+		t.Fatalf("first script: %+v %+v", res.Result, res.Error)
+	}
+
+	h2, _, err := host.Open(hostapi.Config{DataDir: filepath.Join(t.TempDir(), "b"), Log: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startPoolInBackground(h2, 1, 0, never)
+	if err := h2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res = h2.Runner.Run(context.Background(), h2.Env("default", "test"), hostapi.RunRequest{Code: "return 1"})
+	if res.OK || res.Error == nil || res.Error.Code != apierr.ToolWorkerUnavailable {
+		t.Fatalf("a script on a closed host: %+v %+v", res.Result, res.Error)
+	}
 }
