@@ -428,6 +428,7 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/davidbyttow/govips/v2/vips"
@@ -547,6 +548,9 @@ func resizeJPEGStream(ctx context.Context, src *source, g streamGeometry, enc en
 		return nil, true, apierr.New(apierr.FileReadFailed, "cannot decode the JPEG image %q: %s; the file is corrupt or truncated", src.file.Name, shortReason(reason))
 	}
 	defer C.g_free(C.gpointer(buf))
+	if err := pastDeadline(ctx); err != nil {
+		return nil, true, err
+	}
 	if j.state == -1 { // the rows used came, but the file turned out damaged
 		return nil, true, apierr.New(apierr.FileReadFailed, "cannot decode the JPEG image %q: %s; the file is corrupt or truncated", src.file.Name, C.GoString(&j.why[0]))
 	}
@@ -559,6 +563,20 @@ func resizeJPEGStream(ctx context.Context, src *source, g streamGeometry, enc en
 		data = webpWithoutMetadata(data, enc.meta == metaProfile)
 	}
 	return &encoded{data: data, width: geo.outW(), height: geo.outH(), format: enc.format}, true, nil
+}
+
+// pastDeadline is TIMEOUT (or CANCELLED) once ctx is done or its deadline
+// has passed. The work can finish after the deadline before ctx says so:
+// on a busy machine the timer that cancels ctx may run late; the call is
+// still over its time and writes nothing.
+func pastDeadline(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return apierr.From(err)
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return apierr.From(context.DeadlineExceeded)
+	}
+	return nil
 }
 
 func cbool(b bool) C.int {
