@@ -166,14 +166,15 @@ function upsert(f) {
   return null;
 }
 
-// history reads GET /api/history; the first time, the request boot.js
-// started before the modules loaded.
+// history reads GET /api/history; the first time, the answer boot.js
+// asked for (and parsed) while the modules loaded. If that failed (a 401),
+// it asks again, so that the error is handled as any other.
 async function history() {
   const early = window.__history;
   window.__history = null;
   if (early) {
-    const res = await early.catch(() => null);
-    if (res && res.ok) return res.json();
+    const body = await early.catch(() => null);
+    if (body && body.workspace) return body;
   }
   return api("/api/history");
 }
