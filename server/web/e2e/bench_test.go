@@ -23,6 +23,10 @@ import (
 //   a viewer's first page of a 100k-row sheet (xlsx, CSV) or a 50 MB text ≤ 1 s
 // and the server's side of the PDF viewer:
 //   a text page rendered at 1200 px ≤ 150 ms warm
+// Page load also reports, for context and not as targets, the same
+// browser's first paint of a trivial page (baseline-first-paint: what this
+// machine, under its current load, costs any page) and when the first row
+// is on screen (list-painted, from Element Timing).
 
 // benchNode runs bench.mjs and returns its metrics (name → milliseconds of
 // each sample).
