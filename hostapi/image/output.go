@@ -79,6 +79,10 @@ type encoding struct {
 	format  string
 	quality int // jpeg and webp; 0 means the default
 	meta    metadata
+	// fastPNG trades ~9 % of size for half the time (zlib level 3
+	// instead of 6: 9.9 ms and 219 kB against 20 ms and 201 kB for a
+	// 1200 px text page): for pages rendered to be looked at, not kept.
+	fastPNG bool
 }
 
 // metadata is what an output keeps of the source's metadata.
@@ -190,6 +194,9 @@ func encode(ctx context.Context, src *source, img *vips.ImageRef, enc encoding, 
 	case formatPNG:
 		p := vips.NewPngExportParams()
 		p.StripMetadata = strip
+		if enc.fastPNG {
+			p.Compression = 3
+		}
 		err = img.SaveToWriterPng(buf, p)
 	case formatWebP:
 		p := vips.NewWebpExportParams()
