@@ -54,14 +54,15 @@ type Options struct {
 	// that finds every worker busy waits for one until its own deadline,
 	// then fails with BUSY.
 	Max int
-	// Running caps the top-level runs executing JavaScript at once
-	// (default: the number of CPUs, at least 2). A run that finds that
-	// many running waits up to gateDelay for one to finish before it
-	// takes an idle worker anyway; a run blocked in a slow host call does
-	// not count. Sixteen trivial runs at once on two cores cost each
-	// worker 3–5× the CPU of the same runs two at a time (every process's
-	// runtime wakes, spins and collects on its own), so letting a burst
-	// queue for a moment is faster for every run in it.
+	// Running caps the short top-level runs executing at once (default:
+	// the number of CPUs, at least 2); further runs wait for one of them
+	// to finish. A run stops counting once it has run for gateDelay (a
+	// long run, timesliced by the kernel beside the others) or while it
+	// waits in a slow host call. Sixteen trivial runs at once on two
+	// cores cost each worker 2–4× the CPU of two at a time (every
+	// process's runtime wakes, spins and collects on its own), so letting
+	// a burst of short runs queue for a moment is faster for every run in
+	// it, and nothing ever waits behind a long run for more than gateDelay.
 	Running int
 	// MaxNested caps the workers that one run's nested runs (tools.call of
 	// a saved tool, run_script from a script) hold at once (default 8).
@@ -142,10 +143,10 @@ type Pool struct {
 	idle        []*proc // most recently used last
 	procs       map[*proc]bool
 	starting    int
-	busy        int       // workers serving top-level runs
-	running     int       // of those, the ones not blocked in a slow host call
-	lastRelease time.Time // when a top-level run last gave its worker back
+	busy        int // workers serving top-level runs
+	running     int // of those, the short ones not in a slow host call (see Options.Running)
 	inline      inlineWatch
+	gateWatched bool // watchGate runs
 	waiters     []*waiter
 	closed      bool
 	closing     chan struct{}
@@ -360,7 +361,7 @@ type acquired struct {
 type waiter struct {
 	ch       chan acquired
 	topLevel bool
-	beside   bool // past the gate: runs beside long runs (see gateDelay)
+	gated    bool // waits for a short run to finish (see Options.Running)
 }
 
 // acquire takes an idle worker, starts one when the pool may grow, or
@@ -379,11 +380,11 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, topLevel bool) (
 			return w, nil
 		}
 	}
-	wt := &waiter{ch: make(chan acquired, 1), topLevel: topLevel}
+	wt := &waiter{ch: make(chan acquired, 1), topLevel: topLevel, gated: gated}
 	p.waiters = append(p.waiters, wt)
-	var gate <-chan time.Time
-	if gated {
-		gate = time.After(gateDelay)
+	if gated && !p.gateWatched {
+		p.gateWatched = true
+		go p.watchGate()
 	}
 	// Below its size the pool starts a worker at once, and so does a
 	// nested run (its caller holds a worker and waits for it). Beyond its
@@ -410,29 +411,6 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, topLevel bool) (
 		select {
 		case a := <-wt.ch:
 			return a.w, a.err
-		case <-gate:
-			p.mu.Lock()
-			if since := time.Since(p.lastRelease); since < gateDelay && p.isWaiting(wt) {
-				// Runs are finishing: the queue moves; wait for its turn.
-				gate = time.After(gateDelay - since)
-				p.mu.Unlock()
-				continue
-			}
-			// None of the runs ahead finished for a while: they are
-			// long ones; run beside them.
-			if p.isWaiting(wt) && p.busy < p.opts.Max {
-				wt.beside = true
-				if w := p.popIdle(); w != nil {
-					p.removeWaiterLocked(wt)
-					p.grantLocked(w, true)
-					p.mu.Unlock()
-					return w, nil
-				}
-				if p.mayGrowLocked(true) {
-					p.startLocked()
-				}
-			}
-			p.mu.Unlock()
 		case <-grow:
 			grow = nil
 			p.mu.Lock()
@@ -450,16 +428,48 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, topLevel bool) (
 	}
 }
 
-// gateDelay is how long a run waits, while none of the running ones
-// finishes, before it runs beside them (see Options.Running).
-const gateDelay = 5 * time.Millisecond
+// gateDelay is how long a top-level run counts as short (see
+// Options.Running). Well above what a trivial run takes on a busy
+// machine: at 5 ms, runs stalled by the machine's own noise counted as
+// long, more ran at once, and the pool grew for them (16 workers
+// instead of 2, twice the CPU per run).
+const gateDelay = 25 * time.Millisecond
+
+// watchGate runs while runs wait at the gate: every gateDelay it stops
+// counting the runs that have become long and admits waiting runs in
+// their place. One watch serves the pool (a timer per waiting run woke
+// the runtime's poller thread for each).
+func (p *Pool) watchGate() {
+	t := time.NewTicker(gateDelay)
+	defer t.Stop()
+	for now := range t.C {
+		p.mu.Lock()
+		gated := false
+		for _, w := range p.waiters {
+			gated = gated || w.gated
+		}
+		if !gated || p.closed {
+			p.gateWatched = false
+			p.mu.Unlock()
+			return
+		}
+		for w := range p.procs {
+			if w.counted && now.Sub(w.granted) >= gateDelay {
+				w.counted, w.long = false, true
+				p.running--
+			}
+		}
+		p.admitLocked()
+		p.mu.Unlock()
+	}
+}
 
 // grantLocked gives w to a run.
 func (p *Pool) grantLocked(w *proc, topLevel bool) {
 	if topLevel {
 		p.busy++
 		p.running++
-		w.counted = true
+		w.topLevel, w.counted, w.long, w.granted = true, true, false, time.Now()
 	}
 }
 
@@ -469,22 +479,21 @@ func (p *Pool) slowCall(w *proc, delta int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w.slow += delta
-	if !w.counted {
-		return
-	}
 	switch {
-	case delta > 0 && w.slow == 1:
+	case delta > 0 && w.slow == 1 && w.counted:
+		w.counted = false
 		p.running--
 		p.admitLocked()
-	case delta < 0 && w.slow == 0:
+	case delta < 0 && w.slow == 0 && w.topLevel && !w.long && !w.counted:
+		w.counted = true
 		p.running++
 	}
 }
 
-// admitLocked hands idle workers to waiting runs while fewer than
-// Running run.
+// admitLocked gives waiting top-level runs a worker (an idle one, or one
+// started for them) while fewer than Running short runs run.
 func (p *Pool) admitLocked() {
-	for p.running < p.opts.Running && p.busy < p.opts.Max && len(p.idle) > 0 {
+	for p.running < p.opts.Running && p.busy < p.opts.Max {
 		var wt *waiter
 		for _, x := range p.waiters {
 			if x.topLevel {
@@ -497,6 +506,11 @@ func (p *Pool) admitLocked() {
 		}
 		w := p.popIdle()
 		if w == nil {
+			// A worker started now is handed to the first waiter
+			// (handOrIdleLocked).
+			if p.starting < p.pendingTopLevel() && p.mayGrowLocked(true) {
+				p.startLocked()
+			}
 			return
 		}
 		p.removeWaiterLocked(wt)
@@ -588,11 +602,10 @@ func (p *Pool) release(w *proc, healthy, topLevel bool) {
 	p.mu.Lock()
 	if topLevel {
 		p.busy--
-		p.lastRelease = time.Now()
-		if w.counted && w.slow == 0 {
+		if w.counted {
 			p.running--
 		}
-		w.counted = false
+		w.topLevel, w.counted, w.long = false, false, false
 	}
 	if !healthy || p.closed || w.isDead() {
 		p.admitLocked()
@@ -609,7 +622,7 @@ func (p *Pool) release(w *proc, healthy, topLevel bool) {
 // makes it idle.
 func (p *Pool) handOrIdleLocked(w *proc) {
 	for i, wt := range p.waiters {
-		if wt.topLevel && (p.busy >= p.opts.Max || p.running >= p.opts.Running && !wt.beside) {
+		if wt.topLevel && (p.busy >= p.opts.Max || p.running >= p.opts.Running) {
 			continue
 		}
 		p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)

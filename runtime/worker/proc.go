@@ -45,8 +45,11 @@ type proc struct {
 
 	planVersion int // the API plan the worker has (pool-owned, under run)
 	idleSince   time.Time
-	counted     bool // serves a top-level run counted in Pool.running (under Pool.mu)
-	slow        int  // slow host calls in flight (under Pool.mu)
+	// Under Pool.mu: the top-level run the worker serves, if it is
+	// counted in Pool.running, if it has become long, and since when.
+	topLevel, counted, long bool
+	granted                 time.Time
+	slow                    int // slow host calls in flight (under Pool.mu)
 
 	job atomic.Pointer[job]
 
