@@ -362,6 +362,7 @@ type waiter struct {
 	ch       chan acquired
 	topLevel bool
 	gated    bool // waits for a short run to finish (see Options.Running)
+	since    time.Time
 }
 
 // acquire takes an idle worker, starts one when the pool may grow, or
@@ -380,7 +381,7 @@ func (p *Pool) acquire(ctx context.Context, deadline time.Time, topLevel bool) (
 			return w, nil
 		}
 	}
-	wt := &waiter{ch: make(chan acquired, 1), topLevel: topLevel, gated: gated}
+	wt := &waiter{ch: make(chan acquired, 1), topLevel: topLevel, gated: gated, since: time.Now()}
 	p.waiters = append(p.waiters, wt)
 	if gated && !p.gateWatched {
 		p.gateWatched = true
@@ -460,6 +461,16 @@ func (p *Pool) watchGate() {
 			}
 		}
 		p.admitLocked()
+		// No idle worker for a run that may run: start one once it has
+		// waited growDelay.
+		for _, wt := range p.waiters {
+			if wt.topLevel {
+				if p.running < p.opts.Running && now.Sub(wt.since) >= growDelay && p.starting < p.pendingTopLevel() && p.mayGrowLocked(true) {
+					p.startLocked()
+				}
+				break
+			}
+		}
 		p.mu.Unlock()
 	}
 }
@@ -490,8 +501,8 @@ func (p *Pool) slowCall(w *proc, delta int) {
 	}
 }
 
-// admitLocked gives waiting top-level runs a worker (an idle one, or one
-// started for them) while fewer than Running short runs run.
+// admitLocked gives waiting top-level runs an idle worker while fewer
+// than Running short runs run.
 func (p *Pool) admitLocked() {
 	for p.running < p.opts.Running && p.busy < p.opts.Max {
 		var wt *waiter
@@ -506,12 +517,7 @@ func (p *Pool) admitLocked() {
 		}
 		w := p.popIdle()
 		if w == nil {
-			// A worker started now is handed to the first waiter
-			// (handOrIdleLocked).
-			if p.starting < p.pendingTopLevel() && p.mayGrowLocked(true) {
-				p.startLocked()
-			}
-			return
+			return // watchGate or the waiter's grow timer starts one
 		}
 		p.removeWaiterLocked(wt)
 		p.grantLocked(w, true)
@@ -529,8 +535,11 @@ func (p *Pool) removeWaiterLocked(wt *waiter) {
 }
 
 // growDelay is how long a run waits for a busy worker before the pool,
-// already at its size, starts another for it.
-const growDelay = 10 * time.Millisecond
+// already at its size, starts another for it. A worker's start costs
+// 100–250 ms of CPU (exec, the shared libraries, the runtime, the first
+// VM): at 10 ms, a burst of runs at a cold start grew the pool to 16
+// workers whose starts took the CPU the runs needed.
+const growDelay = 200 * time.Millisecond
 
 // mayGrowLocked reports whether a waiter of this kind may have a worker
 // started for it: the concurrent-run cap allows it and fewer workers are
