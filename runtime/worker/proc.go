@@ -358,7 +358,7 @@ func (w *proc) runJob(ctx context.Context, j *job, b *jsrt.Begun, deadline time.
 	w.job.Store(j)
 	defer j.end()
 
-	timeoutErr := script.TimeoutError(b.Limits.Timeout)
+	timeoutErr := timeoutError(b.Limits.Timeout)
 	if byCaller {
 		timeoutErr = apierr.New(apierr.Timeout, "the time limit of the calling run ran out")
 	}
@@ -426,6 +426,20 @@ func (w *proc) runJob(ctx context.Context, j *job, b *jsrt.Begun, deadline time.
 			return script.Outcome{Err: reason}, false
 		}
 	}
+}
+
+// timeoutErrors holds the timeout error of each time limit seen: runs
+// mostly share a few limits, and formatting the message was 1 % of a
+// trivial run's host CPU. Each run gets its own copy.
+var timeoutErrors sync.Map // time.Duration → *apierr.Error
+
+func timeoutError(d time.Duration) *apierr.Error {
+	e, ok := timeoutErrors.Load(d)
+	if !ok {
+		e, _ = timeoutErrors.LoadOrStore(d, script.TimeoutError(d))
+	}
+	c := *e.(*apierr.Error)
+	return &c
 }
 
 // pressurePoll is how often the pool looks at a running worker's memory.

@@ -57,7 +57,8 @@ const (
 
 // Options size a Feed.
 type Options struct {
-	// KeepRuns is how many finished calls of a workspace the history keeps.
+	// KeepRuns is how many finished calls of a workspace the history
+	// keeps at least (up to a quarter more between trims).
 	KeepRuns int
 	// KeepFrames is how many frames of a workspace a reconnecting client
 	// can replay.
@@ -343,21 +344,26 @@ func (f *Feed) Begin(c Call) *Handle {
 
 // trimRuns forgets the oldest finished runs beyond KeepRuns.
 func (f *Feed) trimRuns(w *workspace) {
-	for len(w.runs) > f.opts.KeepRuns {
-		i := 0
-		for i < len(w.runs) && w.runs[i].Status == "running" {
-			i++
-		}
-		if i == len(w.runs) {
-			return
-		}
-		old := w.runs[i]
-		w.runs = append(w.runs[:i:i], w.runs[i+1:]...)
-		delete(w.byID, old.ID)
-		for _, in := range old.Instructions {
-			delete(w.instr, in.ID)
-		}
+	// Trimmed when a quarter over, in one pass, so that the slice is not
+	// copied on every call.
+	drop := len(w.runs) - f.opts.KeepRuns
+	if drop <= f.opts.KeepRuns/4 {
+		return
 	}
+	kept := w.runs[:0]
+	for _, r := range w.runs {
+		if drop > 0 && r.Status != "running" {
+			drop--
+			delete(w.byID, r.ID)
+			for _, in := range r.Instructions {
+				delete(w.instr, in.ID)
+			}
+			continue
+		}
+		kept = append(kept, r)
+	}
+	clear(w.runs[len(kept):])
+	w.runs = kept
 }
 
 // block adds a content block to r and emits it as start + stop frames.
@@ -564,6 +570,9 @@ func Clip(v any) any {
 	if v == nil {
 		return map[string]any{}
 	}
+	if jsonAtMost(v, maxInputBytes) {
+		return v // most inputs: no need to encode them to know
+	}
 	b, err := json.Marshal(v)
 	if err != nil || len(b) <= maxInputBytes {
 		if err != nil {
@@ -580,6 +589,42 @@ func Clip(v any) any {
 		return out
 	}
 	return clipValue(v, maxInputBytes)
+}
+
+// jsonAtMost reports whether v's JSON is surely no longer than limit
+// bytes, counting each string byte as the 6 it may escape to; false for
+// anything it does not know (json.Marshal then decides).
+func jsonAtMost(v any, limit int) bool {
+	n := 0
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch x := v.(type) {
+		case nil, bool:
+			n += 5
+		case string:
+			n += 6*len(x) + 2
+		case int, int64, float64, json.Number:
+			n += 24
+		case []any:
+			n += 2
+			for _, e := range x {
+				if n++; !walk(e) {
+					return false
+				}
+			}
+		case map[string]any:
+			n += 2
+			for k, e := range x {
+				if n += 6*len(k) + 4; !walk(e) {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+		return n <= limit
+	}
+	return walk(v) && n <= limit
 }
 
 func clipValue(v any, budget int) any {

@@ -87,3 +87,17 @@ func TestRunningKeptAndClip(t *testing.T) {
 		t.Fatal("a deleted file has no provenance")
 	}
 }
+
+// Small inputs pass through Clip as they are (without being encoded to
+// find out); a long one is clipped.
+func TestClipSizesByJSON(t *testing.T) {
+	small := map[string]any{"code": "return 1", "n": int64(5), "xs": []any{true, nil, 1.5}}
+	if got := Clip(small); got.(map[string]any)["code"] != "return 1" {
+		t.Fatalf("small input changed: %v", got)
+	}
+	long := strings.Repeat("\x01", 10000)
+	got := Clip(map[string]any{"s": long}).(map[string]any)["s"].(string)
+	if len(got) >= len(long) || len(got) > maxInputBytes+64 {
+		t.Fatalf("a %d-byte input kept %d bytes", len(long), len(got))
+	}
+}
