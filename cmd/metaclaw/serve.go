@@ -68,6 +68,8 @@ tokens (SECRET:WORKSPACE) each token sees its own workspace.`,
 			}
 			defer release()
 			log := g.logger(false)
+			// pdfium loads while the host opens (~80 ms sooner).
+			pdf.Preload(log)
 			h, parts, err := g.assemble(log, true)
 			if err != nil {
 				return fail(g, err, g.json)

@@ -196,3 +196,34 @@ func TestPrecompileMarker(t *testing.T) {
 	}
 	release()
 }
+
+// A preloaded engine (serve starts pdfium before it opens the host) is
+// adopted by the first host that uses its cache directory: no second
+// start, and text comes out of it.
+func TestPreloadIsAdopted(t *testing.T) {
+	if DefaultCacheDir() == "" || testCacheDir() != DefaultCacheDir() {
+		t.Skip("no user cache directory to preload from")
+	}
+	Preload(nil)
+	preloaded.Lock()
+	pre := preloaded.boot
+	preloaded.Unlock()
+	if pre == nil {
+		t.Fatal("Preload started nothing")
+	}
+	e := newTestEnvOpts(t, hostapi.Config{DataDir: t.TempDir()}, Options{})
+	if err := Warm(context.Background(), e.h); err != nil {
+		t.Fatal(err)
+	}
+	preloaded.Lock()
+	left := preloaded.boot
+	preloaded.Unlock()
+	a, _ := areas.Load(e.h)
+	if left != nil || pre.err != nil || a.(*area).text.boot.pool != pre.pool {
+		t.Fatalf("the host did not adopt the preloaded engine (left %v, err %v)", left != nil, pre.err)
+	}
+	e.upload("a.pdf", textPDF(t, [][]string{{"preloaded"}}))
+	if got := pageTexts(t, e.mustTool("pdf_extract_text", map[string]any{"id": "a.pdf"})); !reflect.DeepEqual(got, []string{"preloaded"}) {
+		t.Fatalf("text %q", got)
+	}
+}

@@ -121,16 +121,18 @@ func errShutDown() error {
 	return apierr.New(apierr.Busy, "the host is shutting down; retry on the restarted host")
 }
 
-// run starts the engine for attempt b.
+// run starts the engine for attempt b: it adopts a preloaded engine for
+// the same cache directory when there is one (Preload), else opens one.
 func (e *textEngine) run(b *engineBoot) {
-	pool, cache, err := e.open()
-	if err == nil {
-		err = exercise(pool)
-		if err != nil {
-			pool.Close()
-			cache.Close(context.Background())
-			pool, cache = nil, nil
-		}
+	var pool pdfium.Pool
+	var cache wazero.CompilationCache
+	var err error
+	if pre := takePreloaded(e.cacheDirs); pre != nil {
+		<-pre.done
+		pool, cache, err = pre.pool, pre.cache, pre.err
+	}
+	if pool == nil {
+		pool, cache, err = e.openExercised()
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -150,6 +152,67 @@ func (e *textEngine) run(b *engineBoot) {
 		return
 	}
 	b.pool, b.cache = pool, cache
+}
+
+// openExercised opens the engine and runs a blank page through it.
+func (e *textEngine) openExercised() (pdfium.Pool, wazero.CompilationCache, error) {
+	pool, cache, err := e.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := exercise(pool); err != nil {
+		pool.Close()
+		cache.Close(context.Background())
+		return nil, nil, err
+	}
+	return pool, cache, nil
+}
+
+// preloaded is an engine started by Preload, until a host's PDF area
+// adopts it.
+var preloaded struct {
+	sync.Mutex
+	dir  string
+	boot *engineBoot
+}
+
+// Preload starts the PDF engine for the default cache directory before
+// any host exists, so that a process that is about to serve (and spends
+// its first ~80 ms opening the host) has pdfium loading meanwhile. The
+// first host whose PDF area uses that directory adopts it; the result is
+// the same as without Preload, only sooner. Call it at most once per
+// process, and only where a host follows (serve).
+func Preload(log *slog.Logger) {
+	dir := DefaultCacheDir()
+	if dir == "" {
+		return
+	}
+	e := newTextEngine(log, dir)
+	b := &engineBoot{done: make(chan struct{})}
+	preloaded.Lock()
+	if preloaded.boot != nil {
+		preloaded.Unlock()
+		return
+	}
+	preloaded.dir, preloaded.boot = dir, b
+	preloaded.Unlock()
+	go func() {
+		defer close(b.done)
+		b.pool, b.cache, b.err = e.openExercised()
+	}()
+}
+
+// takePreloaded hands over the preloaded engine when it was started for
+// the first of dirs (the one an engine would use when it can).
+func takePreloaded(dirs []string) *engineBoot {
+	preloaded.Lock()
+	defer preloaded.Unlock()
+	b := preloaded.boot
+	if b == nil || len(dirs) == 0 || dirs[0] != preloaded.dir {
+		return nil
+	}
+	preloaded.boot = nil
+	return b
 }
 
 // open compiles (or loads from the cache) pdfium and starts its pool.
