@@ -19,14 +19,7 @@ import (
 // libvips' own path gives — same size, same pixels within rounding — for
 // every fit, orientation and colour layout it takes on.
 func TestJPEGStreamMatchesLibvips(t *testing.T) {
-	if err := libvips.start(); err != nil {
-		t.Fatal(err)
-	}
-	photo := encJPEG(t, noise(640, 480))
-	grey := goimage.NewGray(goimage.Rect(0, 0, 320, 240))
-	for i := range grey.Pix {
-		grey.Pix[i] = uint8(i * 7)
-	}
+	photo, grey := streamSources(t)
 	withICC := func() []byte {
 		img, err := vips.NewImageFromBuffer(photo)
 		if err != nil {
@@ -151,14 +144,7 @@ func TestJPEGStreamMatchesLibvips(t *testing.T) {
 // picture writes: even and odd heights, rows arriving in strips of any
 // parity, grey (converted to RGB first).
 func TestJPEGStreamWebPByRows(t *testing.T) {
-	if err := libvips.start(); err != nil {
-		t.Fatal(err)
-	}
-	photo := encJPEG(t, noise(640, 480))
-	grey := goimage.NewGray(goimage.Rect(0, 0, 320, 240))
-	for i := range grey.Pix {
-		grey.Pix[i] = uint8(i * 7)
-	}
+	photo, grey := streamSources(t)
 	for _, c := range []struct {
 		data []byte
 		w, h int
@@ -194,6 +180,20 @@ func TestJPEGStreamWebPByRows(t *testing.T) {
 }
 
 // meanDiff is the mean absolute difference per 8-bit channel.
+// streamSources starts libvips and makes the sources the stream tests
+// resize: a 640 × 480 noise photo (as JPEG) and a 320 × 240 grey ramp.
+func streamSources(t *testing.T) (photo []byte, grey *goimage.Gray) {
+	t.Helper()
+	if err := libvips.start(); err != nil {
+		t.Fatal(err)
+	}
+	grey = goimage.NewGray(goimage.Rect(0, 0, 320, 240))
+	for i := range grey.Pix {
+		grey.Pix[i] = uint8(i * 7)
+	}
+	return encJPEG(t, noise(640, 480)), grey
+}
+
 func meanDiff(a, b goimage.Image) float64 {
 	var sum float64
 	n := 0
