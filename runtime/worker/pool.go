@@ -525,13 +525,16 @@ func (p *Pool) admitLocked() {
 	}
 }
 
-func (p *Pool) removeWaiterLocked(wt *waiter) {
+// removeWaiterLocked withdraws wt; false when it was no longer waiting
+// (a worker or an error was handed to it).
+func (p *Pool) removeWaiterLocked(wt *waiter) bool {
 	for i, w := range p.waiters {
 		if w == wt {
 			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // growDelay is how long a run waits for a busy worker before the pool,
@@ -581,14 +584,11 @@ func (p *Pool) wantStarting() int { return len(p.waiters) }
 // abandon withdraws a waiter; a worker handed to it meanwhile goes back.
 func (p *Pool) abandon(wt *waiter) {
 	p.mu.Lock()
-	for i, w := range p.waiters {
-		if w == wt {
-			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
-			p.mu.Unlock()
-			return
-		}
-	}
+	removed := p.removeWaiterLocked(wt)
 	p.mu.Unlock()
+	if removed {
+		return
+	}
 	if a := <-wt.ch; a.w != nil {
 		p.release(a.w, true, wt.topLevel)
 	}
