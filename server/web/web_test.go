@@ -17,9 +17,11 @@ func cspHash(s string) string {
 	return "'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
 }
 
-// The page carries boot.js and the stylesheet inline, boot.js first in the
-// head; its CSP allows exactly that script and that style by hash and no
-// other inline code; the assets it loads carry this build's version.
+// The page carries boot.js and the stylesheet inline: the style in the
+// head, every script after the body's content (so that the first frame is
+// drawn before any script runs); its CSP allows exactly that script and
+// that style by hash and no other inline code; the assets it loads carry
+// this build's version.
 func TestIndexInlinesBootAndStyle(t *testing.T) {
 	rec := httptest.NewRecorder()
 	Index().ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
@@ -36,8 +38,12 @@ func TestIndexInlinesBootAndStyle(t *testing.T) {
 	if strings.Contains(body, "/static/boot.js") || strings.Contains(body, "/static/style.css") {
 		t.Error("the page still loads boot.js or style.css by URL")
 	}
-	if i, j := strings.Index(body, "<script>"), strings.Index(body, "<style>"); i < 0 || i > j {
-		t.Errorf("the inline script comes after the style (%d > %d)", i, j)
+	head, rest, _ := strings.Cut(body, "</head>")
+	if !strings.Contains(head, "<style>") || strings.Contains(head, "<script") || strings.Contains(head, "modulepreload") {
+		t.Errorf("the head should hold the style and no script:\n%s", head)
+	}
+	if i, j := strings.Index(rest, `id="toast"`), strings.Index(rest, "<script"); i < 0 || j < i {
+		t.Errorf("a script comes before the body's content (%d < %d)", j, i)
 	}
 	csp := rec.Header().Get("Content-Security-Policy")
 	for _, want := range []string{"script-src 'self' " + cspHash(string(boot)) + ";", "style-src 'self' " + cspHash(string(style)) + ";"} {

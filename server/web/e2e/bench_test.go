@@ -24,9 +24,11 @@ import (
 // and the server's side of the PDF viewer:
 //   a text page rendered at 1200 px ≤ 150 ms warm
 // Page load also reports, for context and not as targets, the same
-// browser's first paint of a trivial page (baseline-first-paint: what this
-// machine, under its current load, costs any page) and when the first row
-// is on screen (list-painted, from Element Timing).
+// browser's first paint of a trivial page (baseline-first-paint: opened
+// second in the page's context, a warm renderer; fresh-baseline-first-paint:
+// opened first in a new context, as the page is: what this machine, under
+// its current load, costs any page) and when the first row is on screen
+// (list-painted, from Element Timing).
 
 // benchNode runs bench.mjs and returns its metrics (name → milliseconds of
 // each sample).
