@@ -1,16 +1,11 @@
 // Starts loading the workspace (GET /api/history) while the page's modules
 // are still loading: app.js picks the parsed answer (or null) up from
-// window.__history.
+// window.__history. It runs before the first frame, so it does only that:
+// the tab's session id (sessionStorage, another synchronous round trip to
+// the browser's storage) is api.js's business; the history does not use it.
 "use strict";
 (function () {
-  var session = sessionStorage.getItem("metaclaw.session");
-  if (!session) {
-    var b = new Uint8Array(6);
-    crypto.getRandomValues(b);
-    session = "web-" + Array.prototype.map.call(b, function (x) { return x.toString(16).padStart(2, "0"); }).join("");
-    sessionStorage.setItem("metaclaw.session", session);
-  }
-  var h = { "X-Session-Id": session };
+  var h = {};
   var token = localStorage.getItem("metaclaw.token");
   if (token) h.Authorization = "Bearer " + token;
   // The body is read and parsed as it arrives, not when app.js asks for
