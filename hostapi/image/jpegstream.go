@@ -12,6 +12,7 @@ package image
 #include <vips/vips.h>
 #include <webp/encode.h>
 #include "reduce.h"
+#include "jpegpar.h"
 
 // A JPEG decoded by libjpeg on one thread while libvips resizes and
 // encodes the rows already decoded on others (see jpegstream.go).
@@ -35,6 +36,8 @@ typedef struct {
 	GCond cond;
 	int rows;  // rows decoded so far
 	int state; // 0 decoding, 1 done, -1 failed, -2 cancelled
+	int cancelled; // atomic: the parallel decoder's view of state -2
+	int parallel;  // jpegpar.c decoded the scan: 1 on one thread, 2 on two
 	char why[JMSG_LENGTH_MAX + 64];
 } mc_jpeg;
 
@@ -108,6 +111,8 @@ static void mc_jpeg_finish(mc_jpeg *j, int state, const char *why) {
 	g_mutex_lock(&j->lock);
 	if (j->state == 0) {
 		j->state = state;
+		if (state == -2)
+			__atomic_store_n(&j->cancelled, 1, __ATOMIC_RELAXED);
 		if (why)
 			snprintf(j->why, sizeof j->why, "%s", why);
 	}
@@ -115,9 +120,30 @@ static void mc_jpeg_finish(mc_jpeg *j, int state, const char *why) {
 	g_mutex_unlock(&j->lock);
 }
 
+static void mc_jpeg_publish(void *ctx, int rows) {
+	mc_jpeg *j = (mc_jpeg *) ctx;
+	g_mutex_lock(&j->lock);
+	if (rows > j->rows)
+		j->rows = rows;
+	g_cond_broadcast(&j->cond);
+	g_mutex_unlock(&j->lock);
+}
+
 // mc_jpeg_decode decodes every row into pix, telling waiting generators
-// after each batch of rows. It stops early when cancelled.
-static void mc_jpeg_decode(mc_jpeg *j) {
+// after each batch of rows. It stops early when cancelled. The scan is
+// decoded on up to threads threads (jpegpar.c) when its layout allows,
+// otherwise by libjpeg.
+static void mc_jpeg_decode(mc_jpeg *j, int threads, size_t min_chunk) {
+	int rc = mc_jpar_decode(&j->d, j->pix, j->stride, threads, min_chunk, mc_jpeg_publish, j, &j->cancelled);
+	switch (rc) {
+	case 1:
+	case 2:
+		j->parallel = rc;
+		mc_jpeg_finish(j, 1, NULL);
+		return;
+	case -2:
+		return;
+	}
 	if (setjmp(j->err.jb)) {
 		mc_jpeg_finish(j, -1, j->err.msg);
 		return;
@@ -426,6 +452,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strings"
 	"time"
@@ -445,6 +472,25 @@ const maxStreamBytes = 48 << 20
 // computed rather than once complete; the bytes written are the same
 // (tests compare the two).
 var webpByRows = true
+
+// jpegThreads caps the threads that decode one JPEG's entropy-coded data,
+// and jpegMinChunk is the least data (bytes) worth a thread of its own:
+// below twice that, libjpeg decodes the file on one thread as before
+// (starting a thread and resynchronising cost more than they save).
+// Tests lower jpegMinChunk to run the parallel decoder on small files.
+// With one CPU there is nothing to gain: jpegThreads 0 leaves the file to
+// libjpeg.
+var (
+	jpegThreads  = parallelThreads(runtime.NumCPU())
+	jpegMinChunk = 128 << 10
+)
+
+func parallelThreads(cpus int) int {
+	if cpus < 2 {
+		return 0
+	}
+	return 2
+}
 
 // streamGeometry is what the streaming path does to the decoded image.
 type streamGeometry struct {
@@ -502,7 +548,7 @@ func resizeJPEGStream(ctx context.Context, src *source, g streamGeometry, enc en
 		return nil, true, err
 	}
 	go func() {
-		C.mc_jpeg_decode(j)
+		C.mc_jpeg_decode(j, C.int(jpegThreads), C.size_t(jpegMinChunk))
 		close(done)
 	}()
 	decoding = true
@@ -563,6 +609,35 @@ func resizeJPEGStream(ctx context.Context, src *source, g streamGeometry, enc en
 		data = webpWithoutMetadata(data, enc.meta == metaProfile)
 	}
 	return &encoded{data: data, width: geo.outW(), height: geo.outH(), format: enc.format}, true, nil
+}
+
+// decodeJPEG decodes all of a JPEG at 1/denom scale into memory as the
+// streaming path does, on up to threads threads with chunks of at least
+// minChunk bytes; parallel says whether jpegpar.c decoded the scan rather
+// than libjpeg (0), on one thread (1: the threads never fell into step)
+// or two (2). Tests compare the two decoders through it. ok is false
+// when the streaming path would not take the file.
+func decodeJPEG(data []byte, denom, threads, minChunk int) (pix []byte, w, h, bands, parallel int, ok bool, err error) {
+	if len(data) == 0 {
+		return nil, 0, 0, 0, 0, false, nil
+	}
+	j := C.mc_jpeg_new()
+	defer C.mc_jpeg_free(j)
+	var pin runtime.Pinner
+	pin.Pin(&data[0])
+	defer pin.Unpin()
+	switch C.mc_jpeg_open(j, (*C.uchar)(unsafe.Pointer(&data[0])), C.size_t(len(data)), C.int(denom), maxStreamBytes) {
+	case 1:
+		return nil, 0, 0, 0, 0, false, nil
+	case -1:
+		return nil, 0, 0, 0, 0, true, errors.New(C.GoString(&j.why[0]))
+	}
+	C.mc_jpeg_decode(j, C.int(threads), C.size_t(minChunk))
+	if j.state != 1 {
+		return nil, 0, 0, 0, 0, true, errors.New(C.GoString(&j.why[0]))
+	}
+	w, h, bands = int(j.width), int(j.height), int(j.bands)
+	return C.GoBytes(unsafe.Pointer(j.pix), C.int(w*h*bands)), w, h, bands, int(j.parallel), true, nil
 }
 
 // pastDeadline is TIMEOUT (or CANCELLED) once ctx is done or its deadline
