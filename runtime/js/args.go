@@ -23,7 +23,12 @@ import (
 // converted again by the registry). The worker's own encoder writes
 // compact JSON, which this reads in one pass without those strings.
 func fastArgs(raw []byte) (map[string]any, bool) {
-	p := argParser{b: raw}
+	if len(raw) == 0 {
+		return nil, false
+	}
+	// Plain strings are slices of one copy of the text: one allocation
+	// instead of one per string (a 100,000-row write has a million cells).
+	p := argParser{b: raw, s: string(raw)}
 	p.space()
 	if p.i >= len(p.b) || p.b[p.i] != '{' {
 		return nil, false
@@ -47,7 +52,11 @@ const fastMaxDepth = 200
 
 type argParser struct {
 	b []byte
+	s string // b as a string
 	i int
+	// stack holds the elements of the arrays being read, so that each
+	// array is allocated once at its final length rather than grown.
+	stack []any
 }
 
 func (p *argParser) space() {
@@ -141,18 +150,19 @@ func (p *argParser) object(depth int) (any, bool) {
 
 func (p *argParser) array(depth int) (any, bool) {
 	p.i++ // [
-	a := []any{}
 	p.space()
 	if p.i < len(p.b) && p.b[p.i] == ']' {
 		p.i++
-		return a, true
+		return []any{}, true
 	}
+	base := len(p.stack)
+	defer func() { clear(p.stack[base:]); p.stack = p.stack[:base] }()
 	for {
 		v, ok := p.value(depth + 1)
 		if !ok {
 			return nil, false
 		}
-		a = append(a, v)
+		p.stack = append(p.stack, v)
 		p.space()
 		if p.i >= len(p.b) {
 			return nil, false
@@ -162,7 +172,7 @@ func (p *argParser) array(depth int) (any, bool) {
 			p.i++
 		case ']':
 			p.i++
-			return a, true
+			return append(make([]any, 0, len(p.stack)-base), p.stack[base:]...), true
 		default:
 			return nil, false
 		}
@@ -182,7 +192,7 @@ func (p *argParser) str() (any, bool) {
 		case c == '"':
 			p.i++
 			if plain {
-				return string(p.b[start+1 : p.i-1]), true
+				return p.s[start+1 : p.i-1], true
 			}
 			var s string
 			if json.Unmarshal(p.b[start:p.i], &s) != nil {

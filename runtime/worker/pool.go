@@ -2,8 +2,9 @@
 // metaclaw binary started again in a hidden worker mode (runtime/worker/child),
 // one script at a time per worker, a fresh VM per run, kept warm in a pool.
 //
-// A worker holds nothing but its channel to the host (its stdin and stdout;
-// stderr carries crash reports): no store, no database handle, no token, no
+// A worker holds nothing but its channel to the host (two rings in shared
+// memory, with its stdin and stdout as the bells that wake a sleeping
+// side: runtime/worker/wire; stderr carries crash reports): no store, no database handle, no token, no
 // other descriptor, an empty environment and an empty working directory (a
 // chroot where the machine permits), no network where a network namespace
 // is permitted. Host calls travel over the channel as JSON and run in the

@@ -33,7 +33,8 @@ type proc struct {
 	in   *wire.Reader
 
 	stdin      *os.File
-	stderr     tail // the head of what the worker wrote to stderr
+	shared     *wire.Shared // the channel's rings, unmapped when reaped
+	stderr     tail         // the head of what the worker wrote to stderr
 	stderrDone chan struct{}
 
 	cg       *cgroup
@@ -116,10 +117,23 @@ func (p *Pool) start(c confinement) (*proc, error) {
 		stdoutW.Close()
 		return nil, err
 	}
+	shared, mem, err := wire.NewShared()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		stdoutR.Close()
+		stdoutW.Close()
+		stderrR.Close()
+		stderrW.Close()
+		return nil, err
+	}
 	cmd := exec.Command(p.cmd[0], p.cmd[1:]...)
 	cmd.Env = []string{}
 	cmd.Dir = c.root
+	// The frames go through the rings in mem (descriptor 3); the pipes
+	// wake a side that sleeps and tell each side when the other is gone.
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	cmd.ExtraFiles = []*os.File{mem}
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: c.cloneflags}
 	if c.userns {
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
@@ -131,14 +145,24 @@ func (p *Pool) start(c confinement) (*proc, error) {
 	stdinR.Close()
 	stdoutW.Close()
 	stderrW.Close()
+	mem.Close()
+	var out *wire.Writer
+	if err == nil {
+		out, err = wire.NewRingWriter(shared, wire.ToWorker, stdinW)
+		if err != nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+		}
+	}
 	if err != nil {
 		stdinW.Close()
 		stdoutR.Close()
 		stderrR.Close()
+		shared.Unmap()
 		return nil, err
 	}
-	w := &proc{pool: p, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW,
-		out: wire.NewWriter(stdinW), in: wire.NewReader(stdoutR, p.maxWorkerFrame()),
+	w := &proc{pool: p, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, shared: shared,
+		out: out, in: wire.NewRingReader(shared, wire.ToParent, stdoutR, p.maxWorkerFrame()),
 		stderrDone: make(chan struct{}), dead: make(chan struct{})}
 	go func() {
 		w.stderr.fill(stderrR)
@@ -248,6 +272,11 @@ func (w *proc) handshake(ini *wire.Init) (*wire.Hello, error) {
 	case a := <-ch:
 		return a.h, a.err
 	case <-t.C:
+		// The exchange uses the rings: it must be over before the
+		// caller unmaps them.
+		w.out.Stop()
+		syscall.Kill(-w.pid, syscall.SIGKILL)
+		<-ch
 		return nil, errors.New("the worker did not answer within " + handshakeTimeout.String())
 	}
 }
@@ -257,6 +286,8 @@ func (w *proc) abort() {
 	syscall.Kill(-w.pid, syscall.SIGKILL)
 	w.cmd.Wait()
 	w.stdin.Close()
+	w.out.Close()
+	w.shared.Unmap()
 	<-w.stderrDone
 	if w.cg != nil {
 		w.cg.remove()
@@ -627,10 +658,12 @@ func (w *proc) serveCall(j *job, m *wire.Call) (handedOver bool) {
 		if err != nil {
 			r.Code, r.Message, r.Result = string(err.Code), err.Message, nil
 		}
+		// handedOver no longer changes: when this goroutine still
+		// reads, it polls for the worker's next call, which a script
+		// awaiting its calls one by one makes within microseconds.
+		r.Polling = !handedOver && w.in.PollNext(wire.SpinWindow)
 		w.out.Send(wire.KindReply, r.Marshal())
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	return handedOver
 }
 
@@ -774,6 +807,10 @@ func (w *proc) reap() {
 	syscall.Kill(-w.pid, syscall.SIGKILL)
 	waitErr := w.cmd.Wait()
 	w.stdin.Close()
+	// This goroutine was the rings' only reader; Close waits for a send
+	// in progress and fails those after it, so nothing touches them now.
+	w.out.Close()
+	w.shared.Unmap()
 	<-w.stderrDone
 	w.mu.Lock()
 	killedFor, retired := w.killedFor, w.retired
@@ -857,6 +894,9 @@ func (w *proc) kill(reason *apierr.Error) {
 		w.retired = true
 	}
 	w.mu.Unlock()
+	// A send waiting for room in the ring gives up: the worker will not
+	// read again.
+	w.out.Stop()
 	syscall.Kill(-w.pid, syscall.SIGKILL)
 }
 

@@ -18,6 +18,7 @@ package child
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -28,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -64,8 +66,13 @@ const maxParentFrame = 1 << 30
 // Main runs the worker until its parent closes the channel; it returns the
 // process exit code.
 func Main() int {
+	shared, err := mapChannel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "metaclaw worker:", err)
+		return ExitProtocol
+	}
 	closed := closeInherited()
-	in, out, err := channel()
+	in, out, err := channel(shared)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "metaclaw worker:", err)
 		return ExitProtocol
@@ -92,6 +99,7 @@ func Main() int {
 	if hello.Problem != "" {
 		return ExitSetup
 	}
+	prepareHeap()
 	w := &worker{out: out, runs: make(chan *wire.Run, 1)}
 	go w.read(in)
 	// The main goroutine is locked to the main thread during package
@@ -101,15 +109,30 @@ func Main() int {
 	select {}
 }
 
-// channel moves the frames off descriptors 0 and 1 onto descriptors of
-// their own, non-blocking so that they are read through the network
-// poller (a goroutine parked there is woken on the processor of the thread
-// that read the frame; a thread blocked in read(2) keeps its processor
-// until the runtime's monitor notices). Descriptor 0 is closed and
-// descriptor 1 writes to stderr, so stray output cannot corrupt the
-// channel. The os.Stdin and os.Stdout objects stay in place: dropping them
+// channelMemFD is where the parent passes the memory of the channel's
+// rings.
+const channelMemFD = 3
+
+// mapChannel maps the rings and closes their descriptor: the mapping is
+// all the worker keeps of it.
+func mapChannel() (*wire.Shared, error) {
+	f := os.NewFile(channelMemFD, "channel-memory")
+	if f == nil {
+		return nil, errors.New("no channel memory on descriptor 3")
+	}
+	defer f.Close()
+	return wire.MapShared(f)
+}
+
+// channel moves the bells off descriptors 0 and 1 onto descriptors of
+// their own, non-blocking so that a sleeping reader waits in the network
+// poller (a goroutine parked there is woken on the processor of the
+// thread that read the bell; a thread blocked in read(2) keeps its
+// processor until the runtime's monitor notices). Descriptor 0 is closed
+// and descriptor 1 writes to stderr, so stray output cannot reach the
+// parent. The os.Stdin and os.Stdout objects stay in place: dropping them
 // would let their finalizers close descriptors 0 and 1 at random.
-func channel() (*wire.Reader, *wire.Writer, error) {
+func channel(shared *wire.Shared) (*wire.Reader, *wire.Writer, error) {
 	inFD, err := unix.FcntlInt(0, unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
 		return nil, nil, err
@@ -125,8 +148,11 @@ func channel() (*wire.Reader, *wire.Writer, error) {
 			return nil, nil, err
 		}
 	}
-	in := wire.NewReader(os.NewFile(uintptr(inFD), "channel-in"), maxParentFrame)
-	out := wire.NewWriter(os.NewFile(uintptr(outFD), "channel-out"))
+	in := wire.NewRingReader(shared, wire.ToWorker, os.NewFile(uintptr(inFD), "channel-in"), maxParentFrame)
+	out, err := wire.NewRingWriter(shared, wire.ToParent, os.NewFile(uintptr(outFD), "channel-out"))
+	if err != nil {
+		return nil, nil, err
+	}
 	return in, out, nil
 }
 
@@ -291,6 +317,12 @@ func (w *worker) read(in *wire.Reader) {
 			} else {
 				done(m.Result, nil)
 			}
+			if m.Polling {
+				// The parent polls for this worker's next call: if the
+				// script makes it at once, its answer follows within
+				// microseconds.
+				in.PollNext(wire.SpinWindow)
+			}
 		case wire.KindCancel:
 			var m wire.Stop
 			if m.Unmarshal(payload) != nil {
@@ -449,6 +481,28 @@ func (h *host) Call(method int, args []byte, done func([]byte, *apierr.Error)) {
 	if err := h.w.out.Send(wire.KindCall, m.Marshal()); err != nil {
 		os.Exit(0)
 	}
+}
+
+// heapReserve is the heap a worker maps (but does not touch) as it starts.
+const heapReserve = 512 << 20
+
+// prepareHeap maps heapReserve of heap at once, by allocating it and
+// letting it go, and asks for transparent huge pages on it (where the
+// machine leaves them to madvise, as Debian does). A run that builds a big
+// heap otherwise takes a page fault per 4 KB of it (a fresh worker has no
+// heap to reuse), and the runtime maps the heap in pieces as it grows,
+// each without the advice. The memory stays untouched until a run needs
+// it; when the runtime gives it back, the advice stays. The small heap a
+// worker starts with keeps 4 KB pages, so an idle worker stays as small.
+// For the 100,000-row write: 158 of the worker's 238 MB in huge pages,
+// and a fifth less CPU.
+func prepareHeap() {
+	b := make([]byte, heapReserve)
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	const huge = 2 << 20
+	beg, end := (start+huge-1)&^(huge-1), (start+heapReserve)&^(huge-1)
+	unix.Syscall(unix.SYS_MADVISE, beg, end-beg, unix.MADV_HUGEPAGE)
+	runtime.KeepAlive(b)
 }
 
 // wakeMonitor makes sure the Go runtime's monitor thread is awake as a run

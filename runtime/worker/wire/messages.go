@@ -187,6 +187,11 @@ type Reply struct {
 	Code    string // "" when the call succeeded
 	Message string
 	Result  []byte
+	// Polling says the parent polls for the worker's next frame for a
+	// moment (wire.SpinWindow) instead of sleeping: a next call made at
+	// once is answered without a wake-up on either side, so the worker
+	// polls for that answer too.
+	Polling bool
 }
 
 // Marshal encodes m.
@@ -197,6 +202,7 @@ func (m *Reply) Marshal() []byte {
 	e.String(m.Code)
 	e.String(m.Message)
 	e.Bytes(m.Result)
+	e.Bool(m.Polling)
 	return e.B
 }
 
@@ -208,6 +214,7 @@ func (m *Reply) Unmarshal(b []byte) error {
 	m.Code = d.String()
 	m.Message = d.String()
 	m.Result = d.Bytes()
+	m.Polling = d.Bool()
 	return d.Err
 }
 

@@ -17,7 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Frame kinds. The parent sends Init once, Plan when the API changes, Run
@@ -46,14 +49,48 @@ var ErrTooLarge = errors.New("wire: frame too large")
 
 // Writer writes whole frames; it is safe for concurrent use.
 type Writer struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte
+	mu      sync.Mutex
+	w       io.Writer
+	buf     []byte
+	closing atomic.Bool
 }
 
 // NewWriter writes frames to w. A non-blocking *os.File is written with
 // raw system calls (raw.go).
 func NewWriter(w io.Writer) *Writer { return &Writer{w: raw(w).(io.Writer)} }
+
+// NewRingWriter writes frames into the ring of s going in direction dir,
+// waking its reader through the pipe bell (ring.go).
+func NewRingWriter(s *Shared, dir int, bell *os.File) (*Writer, error) {
+	// Not bell.Fd(): that would make the descriptor blocking, and a bell
+	// must never block.
+	rc, err := bell.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	rc.Control(func(f uintptr) { fd = int(f) })
+	w := &Writer{}
+	w.w = &ringWriter{r: s.ring(dir), bell: fd, bellFile: bell, closing: &w.closing}
+	return w, nil
+}
+
+// Close makes every Send from now on fail, and ends a Send that waits for
+// room in a ring; it waits for a Send in progress to return.
+func (w *Writer) Close() {
+	w.closing.Store(true)
+	w.mu.Lock()
+	w.w = closedWriter{}
+	w.mu.Unlock()
+}
+
+// Stop makes a Send waiting for room in a ring give up, and every Send
+// from now on fail, without waiting.
+func (w *Writer) Stop() { w.closing.Store(true) }
+
+type closedWriter struct{}
+
+func (closedWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }
 
 // smallFrame is the size up to which a frame is copied into one buffer
 // and written with one system call.
@@ -63,6 +100,9 @@ const smallFrame = 64 << 10
 func (w *Writer) Send(kind byte, payload []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closing.Load() {
+		return os.ErrClosed
+	}
 	if len(payload) <= smallFrame {
 		w.buf = appendHeader(w.buf[:0], kind, len(payload))
 		w.buf = append(w.buf, payload...)
@@ -84,14 +124,34 @@ func appendHeader(b []byte, kind byte, n int) []byte {
 
 // Reader reads frames.
 type Reader struct {
-	r   *bufio.Reader
-	max int
+	r    *bufio.Reader
+	spin *spinner
+	max  int
 }
 
 // NewReader reads frames from r, refusing payloads longer than max bytes.
 // A non-blocking *os.File is read with raw system calls (raw.go).
 func NewReader(r io.Reader, max int) *Reader {
 	return &Reader{r: bufio.NewReaderSize(raw(r).(io.Reader), 64<<10), max: max}
+}
+
+// NewRingReader reads frames from the ring of s coming in direction dir,
+// sleeping on the pipe bell when it is empty (ring.go).
+func NewRingReader(s *Shared, dir int, bell *os.File, max int) *Reader {
+	rr := &ringReader{r: s.ring(dir), bell: newRawFile(bell)}
+	return &Reader{r: bufio.NewReaderSize(rr, 64<<10), spin: &rr.spin, max: max}
+}
+
+// SpinWindow is how long a reader polls for a frame expected at once: a
+// host call's turnaround on either side, with room for a scheduling
+// delay.
+const SpinWindow = 200 * time.Microsecond
+
+// PollNext lets the next read poll for up to d before it sleeps, when a
+// frame is expected that soon and a polling slot is free (see spinner);
+// it reports whether it will. Only the goroutine that reads may call it.
+func (r *Reader) PollNext(d time.Duration) bool {
+	return r.spin != nil && r.spin.arm(d)
 }
 
 // SetMax changes the longest payload accepted.
