@@ -1,5 +1,8 @@
 // Package wire is the channel between the sandbox worker pool and a worker
-// process: length-prefixed frames over the worker's stdin and stdout.
+// process: length-prefixed frames through two rings in shared memory, one
+// each way, with the worker's stdin and stdout as bells that wake a
+// sleeping reader (ring.go). Readers and writers over plain pipes or
+// buffers remain for tests and tools.
 //
 // A frame is a 4-byte big-endian length, a kind byte and a payload. The
 // payloads are a small hand-written binary encoding (unsigned varints and
