@@ -441,7 +441,8 @@ func (e *Encoder) array(o *goja.Object, items *Shape, depth int) bool {
 			e.buf = append(e.buf, ',')
 		}
 		e.path = append(e.path, pathSeg{idx: int(i)})
-		if !e.value(o.Get(indexName(i)), items, depth+1, indexName(i)) && e.err == nil {
+		name := indexName(i)
+		if !e.value(o.Get(name), items, depth+1, name) && e.err == nil {
 			e.buf = append(e.buf, "null"...)
 		}
 		e.path = e.path[:len(e.path)-1]
