@@ -116,6 +116,12 @@ await run(async (browser) => {
     eq(await page.textContent("#ws"), "default", "workspace name");
   });
 
+  await step("a file name that is markup shows as text", async () => {
+    eq(await row(page, FX.hostile_name).locator("button.name").textContent(), FX.hostile_name, "hostile name");
+    eq(await page.locator("#filelist img").count(), 0, "images in the list");
+    eq(await page.evaluate(() => window.__xss_name), undefined, "markup in a name did not run");
+  });
+
   await step("upload by drop", async () => {
     await drop(page, [{ name: "dropped.txt", text: "first drop\n" }]);
     await row(page, "dropped.txt").waitFor();

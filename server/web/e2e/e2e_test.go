@@ -168,11 +168,15 @@ func fixtures(t testing.TB, s *site) map[string]any {
 	// A long name with a long MIME type, for the layout checks.
 	long := "quarterly-financial-statements-consolidated-with-subsidiaries-and-regional-breakdowns-final-v12.xlsx"
 	s.tool(t, "file_copy", map[string]any{"id": "book.xlsx", "new_name": long})
+	// A name that is markup: the list shows it as text.
+	hostile := "<img src=x onerror=window.__xss_name=1>.txt"
+	s.put(t, hostile, []byte("hostile name\n"))
 	return map[string]any{
-		"pixel":     map[string]any{"sha256": shaHex(pic), "width": 37, "height": 23},
-		"book":      map[string]any{"sha256": shaHex(s.body(t, "book.xlsx"))},
-		"notes":     map[string]any{"sha256": shaHex(s.body(t, "notes.md"))},
-		"long_name": long,
+		"hostile_name": hostile,
+		"pixel":        map[string]any{"sha256": shaHex(pic), "width": 37, "height": 23},
+		"book":         map[string]any{"sha256": shaHex(s.body(t, "book.xlsx"))},
+		"notes":        map[string]any{"sha256": shaHex(s.body(t, "notes.md"))},
+		"long_name":    long,
 	}
 }
 
