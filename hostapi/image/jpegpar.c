@@ -25,6 +25,9 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "jpegpar.h"
 
@@ -35,7 +38,7 @@
 // Thread 0 also turns its blocks into pixels as it goes; thread 1 only
 // stores them. Splitting the data a little before the middle has them
 // meet at about the same time.
-#define JP_SPLIT 45
+#define JP_SPLIT 47
 
 // Zig-zag to natural order, with 16 extra entries as libjpeg has: a run
 // past the end of a corrupt block lands on coefficient 63.
@@ -269,8 +272,68 @@ static void jp_idct_1x1(const int16_t *in, const int16_t *q, uint8_t *out, int o
 	out[0] = lim[dc & 1023];
 }
 
+#if defined(__SSE2__)
+// Pass 1 of the scaled IDCTs on all eight columns at once, in 32-bit
+// lanes (dequantised in 16 bits, as libjpeg-turbo's own SIMD does). For
+// coefficients any encoder writes — dequantised values within 16 bits —
+// this is exactly the arithmetic of the scalar pass (whose zero-column
+// shortcut gives the same values as the full formula). On coefficients
+// beyond that, from a hostile file, the pixels are still computed
+// deterministically, just not as jidctred.c's 64-bit arithmetic would.
+
+static inline __m128i jp_dqrow(const int16_t *in, const int16_t *q, int r) {
+	return _mm_mullo_epi16(_mm_loadu_si128((const __m128i *) (in + 8 * r)), _mm_loadu_si128((const __m128i *) (q + 8 * r)));
+}
+
+static inline __m128i jp_madd(__m128i pairs, int16_t a, int16_t b) {
+	return _mm_madd_epi16(pairs, _mm_set_epi16(b, a, b, a, b, a, b, a));
+}
+
+// jp_pass1_2x2 fills ws[0..7] and ws[8..15] as jp_idct_2x2's pass 1 does.
+static inline void jp_pass1_2x2(const int16_t *in, const int16_t *q, int *ws) {
+	__m128i d0 = jp_dqrow(in, q, 0), d1 = jp_dqrow(in, q, 1), d3 = jp_dqrow(in, q, 3);
+	__m128i d5 = jp_dqrow(in, q, 5), d7 = jp_dqrow(in, q, 7);
+	const __m128i round = _mm_set1_epi32(1 << 12);
+	for (int h = 0; h < 2; h++) {
+		__m128i p75 = h ? _mm_unpackhi_epi16(d7, d5) : _mm_unpacklo_epi16(d7, d5);
+		__m128i p31 = h ? _mm_unpackhi_epi16(d3, d1) : _mm_unpacklo_epi16(d3, d1);
+		__m128i x0 = h ? _mm_unpackhi_epi16(d0, d0) : _mm_unpacklo_epi16(d0, d0);
+		__m128i tmp10 = _mm_slli_epi32(_mm_srai_epi32(x0, 16), 15);
+		__m128i tmp0 = _mm_add_epi32(jp_madd(p75, -5906, 6967), jp_madd(p31, -10426, 29692));
+		tmp10 = _mm_add_epi32(tmp10, round);
+		_mm_storeu_si128((__m128i *) (ws + 4 * h), _mm_srai_epi32(_mm_add_epi32(tmp10, tmp0), 13));
+		_mm_storeu_si128((__m128i *) (ws + 8 + 4 * h), _mm_srai_epi32(_mm_sub_epi32(tmp10, tmp0), 13));
+	}
+}
+
+// jp_pass1_4x4 fills ws (4 rows of 8) as jp_idct_4x4's pass 1 does.
+static inline void jp_pass1_4x4(const int16_t *in, const int16_t *q, int *ws) {
+	__m128i d0 = jp_dqrow(in, q, 0), d1 = jp_dqrow(in, q, 1), d2 = jp_dqrow(in, q, 2), d3 = jp_dqrow(in, q, 3);
+	__m128i d5 = jp_dqrow(in, q, 5), d6 = jp_dqrow(in, q, 6), d7 = jp_dqrow(in, q, 7);
+	const __m128i round = _mm_set1_epi32(1 << 11);
+	for (int h = 0; h < 2; h++) {
+		__m128i p26 = h ? _mm_unpackhi_epi16(d2, d6) : _mm_unpacklo_epi16(d2, d6);
+		__m128i p75 = h ? _mm_unpackhi_epi16(d7, d5) : _mm_unpacklo_epi16(d7, d5);
+		__m128i p31 = h ? _mm_unpackhi_epi16(d3, d1) : _mm_unpacklo_epi16(d3, d1);
+		__m128i x0 = h ? _mm_unpackhi_epi16(d0, d0) : _mm_unpacklo_epi16(d0, d0);
+		__m128i tmp0 = _mm_add_epi32(_mm_slli_epi32(_mm_srai_epi32(x0, 16), 14), round);
+		__m128i tmp2 = jp_madd(p26, 15137, -6270);
+		__m128i tmp10 = _mm_add_epi32(tmp0, tmp2), tmp12 = _mm_sub_epi32(tmp0, tmp2);
+		__m128i o0 = _mm_add_epi32(jp_madd(p75, -1730, 11893), jp_madd(p31, -17799, 8697));
+		__m128i o2 = _mm_add_epi32(jp_madd(p75, -4176, -4926), jp_madd(p31, 7373, 20995));
+		_mm_storeu_si128((__m128i *) (ws + 4 * h), _mm_srai_epi32(_mm_add_epi32(tmp10, o2), 12));
+		_mm_storeu_si128((__m128i *) (ws + 24 + 4 * h), _mm_srai_epi32(_mm_sub_epi32(tmp10, o2), 12));
+		_mm_storeu_si128((__m128i *) (ws + 8 + 4 * h), _mm_srai_epi32(_mm_add_epi32(tmp12, o0), 12));
+		_mm_storeu_si128((__m128i *) (ws + 16 + 4 * h), _mm_srai_epi32(_mm_sub_epi32(tmp12, o0), 12));
+	}
+}
+#endif
+
 static void jp_idct_2x2(const int16_t *in, const int16_t *q, uint8_t *out, int ostride, const uint8_t *lim) {
 	int ws[16];
+#if defined(__SSE2__)
+	jp_pass1_2x2(in, q, ws);
+#else
 	for (int c = 0; c < 8; c++) {
 		if (c == 2 || c == 4 || c == 6)
 			continue;
@@ -290,6 +353,7 @@ static void jp_idct_2x2(const int16_t *in, const int16_t *q, uint8_t *out, int o
 		ws[c] = (int) JP_DESCALE(tmp10 + tmp0, JP_CONST_BITS - JP_PASS1_BITS + 2);
 		ws[8 + c] = (int) JP_DESCALE(tmp10 - tmp0, JP_CONST_BITS - JP_PASS1_BITS + 2);
 	}
+#endif
 	for (int r = 0; r < 2; r++) {
 		const int *w = ws + 8 * r;
 		uint8_t *o = out + (size_t) r * ostride;
@@ -308,6 +372,9 @@ static void jp_idct_2x2(const int16_t *in, const int16_t *q, uint8_t *out, int o
 
 static void jp_idct_4x4(const int16_t *in, const int16_t *q, uint8_t *out, int ostride, const uint8_t *lim) {
 	int ws[32];
+#if defined(__SSE2__)
+	jp_pass1_4x4(in, q, ws);
+#else
 	for (int c = 0; c < 8; c++) {
 		if (c == 4)
 			continue;
@@ -334,6 +401,7 @@ static void jp_idct_4x4(const int16_t *in, const int16_t *q, uint8_t *out, int o
 		w[8] = (int) JP_DESCALE(tmp12 + tmp0, JP_CONST_BITS - JP_PASS1_BITS + 1);
 		w[16] = (int) JP_DESCALE(tmp12 - tmp0, JP_CONST_BITS - JP_PASS1_BITS + 1);
 	}
+#endif
 	for (int r = 0; r < 4; r++) {
 		const int *w = ws + 8 * r;
 		uint8_t *o = out + (size_t) r * ostride;
