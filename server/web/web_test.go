@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -50,6 +51,28 @@ func TestIndexInlinesBootAndStyle(t *testing.T) {
 		if !strings.Contains(csp, want) || strings.Contains(csp, "unsafe-inline") {
 			t.Fatalf("CSP %q, want %q", csp, want)
 		}
+	}
+	if cl := rec.Header().Get("Content-Length"); cl != strconv.Itoa(len(body)) {
+		t.Errorf("Content-Length %q for %d bytes", cl, len(body))
+	}
+	// Gzipped for browsers that take it, the same page; 304 on a reload.
+	zreq := httptest.NewRequest("GET", "/", nil)
+	zreq.Header.Set("Accept-Encoding", "gzip, deflate, br")
+	zrec := httptest.NewRecorder()
+	Index().ServeHTTP(zrec, zreq)
+	zr, err := gzip.NewReader(zrec.Body)
+	if err != nil || zrec.Header().Get("Content-Encoding") != "gzip" || zrec.Header().Get("Content-Security-Policy") != rec.Header().Get("Content-Security-Policy") {
+		t.Fatalf("gzip: %v, %q", err, zrec.Header().Get("Content-Encoding"))
+	}
+	if plain, _ := io.ReadAll(zr); string(plain) != body {
+		t.Fatal("the gzipped page differs from the plain one")
+	}
+	again := httptest.NewRequest("GET", "/", nil)
+	again.Header.Set("If-None-Match", rec.Header().Get("ETag"))
+	arec := httptest.NewRecorder()
+	Index().ServeHTTP(arec, again)
+	if arec.Code != 304 || arec.Body.Len() != 0 || arec.Header().Get("Cache-Control") != "no-cache" {
+		t.Errorf("reload: %d, %d bytes, Cache-Control %q", arec.Code, arec.Body.Len(), arec.Header().Get("Cache-Control"))
 	}
 	app := `<script type="module" src="/static/app.js?v=` + version() + `"></script>`
 	if !strings.Contains(body, app) || !strings.Contains(body, `href="/static/api.js?v=`+version()+`"`) {
