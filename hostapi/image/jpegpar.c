@@ -473,6 +473,12 @@ static void jp_render(const jp_plan *p, long r, const int16_t *blocks, uint8_t *
 	}
 }
 
+// jp_rows is the number of output rows in the first n MCU rows.
+static inline int jp_rows(const jp_plan *p, long n) {
+	long rows = n * p->rows_per_mcu;
+	return (int) (rows < p->out_h ? rows : p->out_h);
+}
+
 static uint8_t *jp_planes(const jp_plan *p, uint8_t **planes) {
 	size_t n = 0;
 	for (int c = 0; c < p->ncomp; c++)
@@ -927,6 +933,7 @@ decode:;
 			}
 		}
 		jp_render(p, r, rowbuf, planes);
+		publish(ctx, jp_rows(p, r + 1));
 	}
 	// Thread 0 decoded it all itself.
 	jp_stop(&s);
@@ -964,7 +971,7 @@ synced:
 		long inrow = mx * p->nb + bi;
 		memcpy(rowbuf + (size_t) inrow * 64, s.coef[sync], (rowblocks - inrow) * 64 * sizeof(int16_t));
 		jp_render(p, r, rowbuf, planes);
-		publish(ctx, (int) ((r + 1) * p->rows_per_mcu < p->out_h ? (r + 1) * p->rows_per_mcu : p->out_h));
+		publish(ctx, jp_rows(p, r + 1));
 		const int16_t *first = s.coef[sync + (long) (rowblocks - inrow)]; // MCU row r + 1
 		long mid = r + 1 + (p->mcuy - r - 1) / 2;
 		jp_band band = { p, first + (size_t) (mid - r - 1) * rowblocks * 64, mid, p->mcuy, cancel, 0 };
@@ -974,7 +981,7 @@ synced:
 			if (__atomic_load_n(cancel, __ATOMIC_RELAXED))
 				break;
 			jp_render(p, rr, first + (size_t) (rr - r - 1) * rowblocks * 64, planes);
-			publish(ctx, (int) ((rr + 1) * p->rows_per_mcu < p->out_h ? (rr + 1) * p->rows_per_mcu : p->out_h));
+			publish(ctx, jp_rows(p, rr + 1));
 		}
 		if (helper) {
 			g_thread_join(helper);

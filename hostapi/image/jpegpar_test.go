@@ -266,7 +266,8 @@ func FuzzParallelJPEG(f *testing.F) {
 // fuzzDecoders decodes data at 1/denom with libjpeg alone, with the
 // parallel decoder on one thread and on two (split after the first byte),
 // and requires the same outcome from all three, and the same pixels from
-// the two runs of the parallel decoder. (Its pixels equal libjpeg-turbo's
+// the two runs of the parallel decoder when it decodes the whole file.
+// (When it gives up part way, libjpeg decodes the rest.) (Its pixels equal libjpeg-turbo's
 // on real files — TestParallelJPEGMatchesLibjpeg; on coefficients no
 // encoder writes, outside the 16-bit range libjpeg-turbo's SIMD IDCT
 // works in, they are those of libjpeg-turbo's C IDCT, jidctred.c, which
@@ -302,8 +303,5 @@ func fuzzDecoders(t *testing.T, data []byte, denom int) {
 	}
 	if one.par > 0 && !bytes.Equal(one.pix, two.pix) {
 		t.Fatal("the parallel decoder gives different pixels on one thread and on two")
-	}
-	if one.par == 0 && !bytes.Equal(lib.pix, two.pix) {
-		t.Fatal("libjpeg decoded the file twice, with different pixels")
 	}
 }

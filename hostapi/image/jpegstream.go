@@ -38,6 +38,7 @@ typedef struct {
 	int state; // 0 decoding, 1 done, -1 failed, -2 cancelled
 	int cancelled; // atomic: the parallel decoder's view of state -2
 	int parallel;  // jpegpar.c decoded the scan: 1 on one thread, 2 on two
+	unsigned char *scratch; // rows libjpeg decodes again after jpegpar.c gave up
 	char why[JMSG_LENGTH_MAX + 64];
 } mc_jpeg;
 
@@ -149,6 +150,15 @@ static void mc_jpeg_decode(mc_jpeg *j, int threads, size_t min_chunk) {
 		return;
 	}
 	jpeg_start_decompress(&j->d);
+	// Rows the parallel decoder published before it gave up may be in use:
+	// libjpeg decodes them again (it must, to get further) into scratch.
+	g_mutex_lock(&j->lock);
+	int published = j->rows;
+	g_mutex_unlock(&j->lock);
+	if (published > 0 && !(j->scratch = g_try_malloc(j->stride * 16))) {
+		mc_jpeg_finish(j, -1, "out of memory");
+		return;
+	}
 	while (j->d.output_scanline < j->d.output_height) {
 		g_mutex_lock(&j->lock);
 		int cancelled = j->state == -2;
@@ -159,12 +169,13 @@ static void mc_jpeg_decode(mc_jpeg *j, int threads, size_t min_chunk) {
 		int first = j->d.output_scanline;
 		int want = j->height - first < 16 ? j->height - first : 16;
 		for (int i = 0; i < want; i++)
-			rows[i] = j->pix + (size_t) (first + i) * j->stride;
+			rows[i] = first + i < published ? j->scratch + (size_t) i * j->stride : j->pix + (size_t) (first + i) * j->stride;
 		int got = 0;
 		while (got < want)
 			got += jpeg_read_scanlines(&j->d, rows + got, want - got);
 		g_mutex_lock(&j->lock);
-		j->rows = first + got;
+		if (first + got > j->rows)
+			j->rows = first + got;
 		g_cond_broadcast(&j->cond);
 		g_mutex_unlock(&j->lock);
 	}
@@ -437,6 +448,7 @@ static void mc_jpeg_free(mc_jpeg *j) {
 		jpeg_destroy_decompress(&j->d);
 	free(j->icc);
 	g_free(j->pix);
+	g_free(j->scratch);
 	g_mutex_clear(&j->lock);
 	g_cond_clear(&j->cond);
 	g_free(j);
