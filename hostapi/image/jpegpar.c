@@ -68,7 +68,7 @@ typedef struct {
 
 typedef struct {
 	uint8_t *buf; // unstuffed data, JP_PAD zero bytes after
-	size_t len;
+	size_t len, buf_size;
 	size_t *rst; // with restarts: where each interval starts in buf
 	long nrst;
 	long ri;
@@ -427,11 +427,16 @@ static inline uint8_t jp_clamp(int v) {
 	return v < 0 ? 0 : v > 255 ? 255 : (uint8_t) v;
 }
 
-// jp_render turns MCU row r (its mcux × nb blocks at blocks, DC absolute)
-// into output rows, using planes (one per component) as scratch.
-static void jp_render(const jp_plan *p, long r, const int16_t *blocks, uint8_t **planes) {
+// jp_render turns MCU row r (its mcux × nb blocks at blocks) into output
+// rows, using planes (one per component) as scratch. The blocks' DC values
+// are absolute, or when dc is not NULL, are dc[0], dc[1], ... (written
+// into the blocks here).
+static void jp_render(const jp_plan *p, long r, int16_t *blocks, const int16_t *dc, uint8_t **planes) {
 	for (long mx = 0; mx < p->mcux; mx++) {
-		const int16_t *blk = blocks + (size_t) mx * p->nb * 64;
+		int16_t *blk = blocks + (size_t) mx * p->nb * 64;
+		if (dc)
+			for (int i = 0; i < p->nb; i++)
+				blk[64 * i] = dc[mx * p->nb + i];
 		for (int i = 0; i < p->ncomp; i++) {
 			int c = p->scomp[i];
 			const jp_comp *cp = &p->comp[c];
@@ -494,33 +499,41 @@ static uint8_t *jp_planes(const jp_plan *p, uint8_t **planes) {
 	return mem;
 }
 
-// The store for thread 1's blocks is tens of megabytes for a photo; fresh
-// from the system each time, faulting its pages in costs more than a
-// tenth of the decode. One store is kept for the next decode (never more
-// than JP_MAX_COEF_BYTES).
+// The store for thread 1's blocks is tens of megabytes for a photo, the
+// unstuffed data megabytes; fresh from the system each time, faulting
+// their pages in costs more than a tenth of the decode. Two such buffers
+// are kept for the next decode (a store is never more than
+// JP_MAX_COEF_BYTES).
 static GMutex jp_cache_lock;
-static void *jp_cache;
-static size_t jp_cache_size;
+static void *jp_cache[2]; // the store and the unstuffed data
+static size_t jp_cache_size[2];
 
 static void *jp_take(size_t n) {
 	g_mutex_lock(&jp_cache_lock);
+	int best = -1;
+	for (int i = 0; i < 2; i++)
+		if (jp_cache[i] && jp_cache_size[i] >= n && (best < 0 || jp_cache_size[i] < jp_cache_size[best]))
+			best = i;
 	void *m = NULL;
-	if (jp_cache && jp_cache_size >= n) {
-		m = jp_cache;
-		jp_cache = NULL;
+	if (best >= 0) {
+		m = jp_cache[best];
+		jp_cache[best] = NULL;
 	}
 	g_mutex_unlock(&jp_cache_lock);
 	return m ? m : g_try_malloc(n);
 }
 
+// jp_give keeps m (n bytes) for a later jp_take in place of an empty or
+// smaller one, and frees what it does not keep.
 static void jp_give(void *m, size_t n) {
 	if (!m)
 		return;
 	g_mutex_lock(&jp_cache_lock);
-	if (!jp_cache || jp_cache_size < n) {
-		void *old = jp_cache;
-		jp_cache = m;
-		jp_cache_size = n;
+	int slot = !jp_cache[0] ? 0 : !jp_cache[1] ? 1 : jp_cache_size[0] < jp_cache_size[1] ? 0 : 1;
+	if (!jp_cache[slot] || jp_cache_size[slot] < n) {
+		void *old = jp_cache[slot];
+		jp_cache[slot] = m;
+		jp_cache_size[slot] = n;
 		m = old;
 	}
 	g_mutex_unlock(&jp_cache_lock);
@@ -531,7 +544,8 @@ static void jp_give(void *m, size_t n) {
 // noting where each restart interval starts. 0, or -1 when the data is not
 // a clean scan followed by a marker (truncated, restarts out of sequence).
 static int jp_unstuff(jp_plan *p, const uint8_t *d, size_t n) {
-	p->buf = g_try_malloc(n + JP_PAD);
+	p->buf_size = n + JP_PAD;
+	p->buf = jp_take(p->buf_size);
 	if (!p->buf)
 		return -1;
 	long intervals = p->ri ? (p->total_mcus + p->ri - 1) / p->ri : 1;
@@ -595,6 +609,7 @@ typedef struct {
 	uint64_t start;  // bit position it starts at
 	long first_mcu;  // with restarts: the MCU that starts there (-1: speculative)
 	int16_t (*coef)[64];
+	int16_t *dc; // each block's DC difference; after the sync, its value
 	uint64_t *pos;
 	uint8_t *bidx; // block's place in its MCU; 0x80: a new run after a bad code
 	long cap;
@@ -644,6 +659,7 @@ static gpointer jp_spec_run(gpointer arg) {
 			continue;
 		}
 		s->pos[count] = at;
+		s->dc[count] = blk[0];
 		s->bidx[count] = (uint8_t) (bi | run);
 		run = 0;
 		count++;
@@ -661,7 +677,8 @@ static gpointer jp_spec_run(gpointer arg) {
 
 typedef struct {
 	const jp_plan *p;
-	const int16_t *blocks; // MCU row r0's first block
+	int16_t *blocks;   // MCU row r0's first block
+	const int16_t *dc; // its DC value
 	long r0, r1;
 	const volatile int *cancel;
 	int ok;
@@ -677,7 +694,7 @@ static gpointer jp_band_run(gpointer arg) {
 	for (long r = t->r0; r < t->r1; r++) {
 		if (__atomic_load_n(t->cancel, __ATOMIC_RELAXED))
 			break;
-		jp_render(t->p, r, t->blocks + (size_t) (r - t->r0) * row, planes);
+		jp_render(t->p, r, t->blocks + (size_t) (r - t->r0) * row, t->dc + (size_t) (r - t->r0) * t->p->mcux * t->p->nb, planes);
 	}
 	t->ok = 1;
 	g_free(mem);
@@ -857,15 +874,16 @@ int mc_jpar_decode(j_decompress_ptr d, uint8_t *pix, size_t stride, int threads,
 		// falls into step: only the part it fills is ever touched.
 		s.cap = p->total_blocks + 4096;
 	}
-	if (p->len - s.start / 8 < min_chunk || s.start / 8 < min_chunk || (size_t) s.cap * 137 > JP_MAX_COEF_BYTES)
+	if (p->len - s.start / 8 < min_chunk || s.start / 8 < min_chunk || (size_t) s.cap * 139 > JP_MAX_COEF_BYTES)
 		goto out;
-	store_size = (size_t) s.cap * (64 * sizeof(int16_t) + sizeof(uint64_t) + 1);
+	store_size = (size_t) s.cap * (64 * sizeof(int16_t) + sizeof(uint64_t) + sizeof(int16_t) + 1);
 	store = jp_take(store_size);
 	if (!store)
 		goto out;
 	s.coef = (int16_t (*)[64]) store;
 	s.pos = (uint64_t *) (store + (size_t) s.cap * 64 * sizeof(int16_t));
-	s.bidx = (uint8_t *) (s.pos + s.cap);
+	s.dc = (int16_t *) (s.pos + s.cap);
+	s.bidx = (uint8_t *) (s.dc + s.cap);
 	s.thread = g_thread_try_new("jpeg-decode", jp_spec_run, &s, NULL);
 	if (!s.thread)
 		goto out;
@@ -932,7 +950,7 @@ decode:;
 				blk[0] = (int16_t) pred[p->bcomp[bi]];
 			}
 		}
-		jp_render(p, r, rowbuf, planes);
+		jp_render(p, r, rowbuf, NULL, planes);
 		publish(ctx, jp_rows(p, r + 1));
 	}
 	// Thread 0 decoded it all itself.
@@ -959,9 +977,9 @@ synced:
 			if (p->ri && k == 0 && mm % p->ri == 0)
 				pred[0] = pred[1] = pred[2] = 0;
 			int c = p->bcomp[k];
-			if (jp_dc(&pred[c], s.coef[e][0]))
+			if (jp_dc(&pred[c], s.dc[e]))
 				goto out;
-			s.coef[e][0] = (int16_t) pred[c];
+			s.dc[e] = (int16_t) pred[c];
 			if (++k == p->nb) {
 				k = 0;
 				mm++;
@@ -970,17 +988,21 @@ synced:
 		// The rest of MCU row r, then the rows after it in two bands.
 		long inrow = mx * p->nb + bi;
 		memcpy(rowbuf + (size_t) inrow * 64, s.coef[sync], (rowblocks - inrow) * 64 * sizeof(int16_t));
-		jp_render(p, r, rowbuf, planes);
+		for (size_t i = inrow; i < rowblocks; i++)
+			rowbuf[i * 64] = s.dc[sync + (long) (i - inrow)];
+		jp_render(p, r, rowbuf, NULL, planes);
 		publish(ctx, jp_rows(p, r + 1));
-		const int16_t *first = s.coef[sync + (long) (rowblocks - inrow)]; // MCU row r + 1
+		long e1 = sync + (long) (rowblocks - inrow); // MCU row r + 1's first block
+		int16_t *first = s.coef[e1];
+		const int16_t *firstdc = s.dc + e1;
 		long mid = r + 1 + (p->mcuy - r - 1) / 2;
-		jp_band band = { p, first + (size_t) (mid - r - 1) * rowblocks * 64, mid, p->mcuy, cancel, 0 };
+		jp_band band = { p, first + (size_t) (mid - r - 1) * rowblocks * 64, firstdc + (size_t) (mid - r - 1) * rowblocks, mid, p->mcuy, cancel, 0 };
 		GThread *helper = mid < p->mcuy ? g_thread_try_new("jpeg-idct", jp_band_run, &band, NULL) : NULL;
 		long until = helper ? mid : p->mcuy;
 		for (long rr = r + 1; rr < until; rr++) {
 			if (__atomic_load_n(cancel, __ATOMIC_RELAXED))
 				break;
-			jp_render(p, rr, first + (size_t) (rr - r - 1) * rowblocks * 64, planes);
+			jp_render(p, rr, first + (size_t) (rr - r - 1) * rowblocks * 64, firstdc + (size_t) (rr - r - 1) * rowblocks, planes);
 			publish(ctx, jp_rows(p, rr + 1));
 		}
 		if (helper) {
@@ -989,7 +1011,7 @@ synced:
 				// The helper could not get scratch memory: render its band here.
 				band.ok = 1;
 				for (long rr = mid; rr < p->mcuy; rr++)
-					jp_render(p, rr, first + (size_t) (rr - r - 1) * rowblocks * 64, planes);
+					jp_render(p, rr, first + (size_t) (rr - r - 1) * rowblocks * 64, firstdc + (size_t) (rr - r - 1) * rowblocks, planes);
 			}
 		}
 		if (__atomic_load_n(cancel, __ATOMIC_RELAXED)) {
@@ -1004,7 +1026,7 @@ out:
 	jp_give(store, store_size);
 	g_free(rowbuf);
 	g_free(pmem);
-	g_free(p->buf);
+	jp_give(p->buf, p->buf_size);
 	g_free(p->rst);
 	g_free(p);
 	return rc;
