@@ -514,12 +514,13 @@ type streamGeometry struct {
 }
 
 // resizeJPEGStream resizes and encodes a JPEG with its decode overlapping
-// the rest: libjpeg decodes rows into memory on one thread (as fast as
-// libjpeg-turbo goes, reading the whole body from memory, which libvips'
-// 4 KB source does not allow) while libvips resizes (lanczos3) and encodes
-// the rows already there on its worker threads. For a 12-megapixel photo
-// to 800 px the decode is two thirds of the work; done this way the rest
-// hides behind it. ok is false when the file is not for this path (CMYK,
+// the rest: the scan is decoded into memory (reading the whole body from
+// memory, which libvips' 4 KB source does not allow) while libvips resizes
+// (lanczos3) and encodes the rows already there on its worker threads. For
+// a 12-megapixel photo to 800 px the decode is two thirds of the work, and
+// its Huffman decoding one thread's work in libjpeg: where the layout and
+// scale allow, jpegpar.c decodes it on two threads instead (the pixels are
+// libjpeg-turbo's), otherwise libjpeg does on one. ok is false when the file is not for this path (CMYK,
 // 12-bit, an output format or metadata it does not write, a decoded image
 // above maxStreamBytes); the caller then takes the libvips path.
 func resizeJPEGStream(ctx context.Context, src *source, g streamGeometry, enc encoding, limit int64) (out *encoded, ok bool, err error) {
