@@ -479,21 +479,26 @@ const pressurePoll = 10 * time.Millisecond
 // overBudget reports whether a running worker's memory, as the kernel
 // counts it, is past what a run with this budget may use: its anonymous
 // resident memory grown by more than budget + half the overhead since it
-// started, or its cgroup's limit reached. The worker's own heap watchdog normally stops a run long
-// before; but a script inside one huge native copy (a 200 MB string
-// concatenation) holds up the worker's whole Go runtime while the copy
-// runs (a collection waits for it to reach a safe point, and every
-// goroutine, the watchdog too, waits for the collection), and on a busy
-// machine that copy takes seconds of page faults. Seen from outside, the
-// worker's memory grows all the same.
+// started, or its cgroup's limit reached with its anonymous memory past
+// the budget. (The cgroup also counts the file pages the worker faults
+// in, charged to it when it is the first to read them: a worker of a
+// freshly written binary reaches the limit by reading its own code, and
+// the kernel then reclaims those pages, which is not the run's doing. Nor
+// is a huge page it could not have: that is a failure at the limit too.)
+// The worker's own heap watchdog normally stops a run long before; but a
+// script inside one huge native copy (a 200 MB string concatenation)
+// holds up the worker's whole Go runtime while the copy runs (a
+// collection waits for it to reach a safe point, and every goroutine, the
+// watchdog too, waits for the collection), and on a busy machine that
+// copy takes seconds of page faults. Seen from outside, the worker's
+// memory grows all the same.
 func (w *proc) overBudget(budget int64) bool {
-	if w.cg != nil && w.cg.atLimit() {
-		return true
-	}
+	atLimit := w.cg != nil && w.cg.atLimit()
 	if budget <= 0 {
-		return false
+		return atLimit
 	}
-	return w.anonRSS() > w.anonBase+budget+w.pool.opts.MemoryOverhead/2
+	grown := w.anonRSS() - w.anonBase
+	return grown > budget+w.pool.opts.MemoryOverhead/2 || (atLimit && grown > budget)
 }
 
 // anonRSS is a process's anonymous resident memory in bytes (resident

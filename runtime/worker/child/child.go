@@ -503,6 +503,11 @@ func prepareHeap() {
 	beg, end := (start+huge-1)&^(huge-1), (start+heapReserve)&^(huge-1)
 	unix.Syscall(unix.SYS_MADVISE, beg, end-beg, unix.MADV_HUGEPAGE)
 	runtime.KeepAlive(b)
+	// Free it and hand it back at once: until then the runtime counts it
+	// as in use, and a run's memory limit (set from what the runtime
+	// holds) would start 512 MB too high.
+	b = nil
+	debug.FreeOSMemory()
 }
 
 // wakeMonitor makes sure the Go runtime's monitor thread is awake as a run
