@@ -285,8 +285,8 @@ func (w *proc) handshake(ini *wire.Init) (*wire.Hello, error) {
 func (w *proc) abort() {
 	syscall.Kill(-w.pid, syscall.SIGKILL)
 	w.cmd.Wait()
+	w.out.Close() // before the bell's descriptor closes
 	w.stdin.Close()
-	w.out.Close()
 	w.shared.Unmap()
 	<-w.stderrDone
 	if w.cg != nil {
@@ -811,10 +811,11 @@ func (w *proc) reap() {
 	defer w.pool.reapers.Done()
 	syscall.Kill(-w.pid, syscall.SIGKILL)
 	waitErr := w.cmd.Wait()
-	w.stdin.Close()
 	// This goroutine was the rings' only reader; Close waits for a send
-	// in progress and fails those after it, so nothing touches them now.
+	// in progress and fails those after it, so nothing touches them (or
+	// the bell, closed next) now.
 	w.out.Close()
+	w.stdin.Close()
 	w.shared.Unmap()
 	<-w.stderrDone
 	w.mu.Lock()
@@ -910,6 +911,7 @@ func (w *proc) retire() {
 	w.mu.Lock()
 	w.retired = true
 	w.mu.Unlock()
+	w.out.Close() // no frame goes to a retiring worker
 	w.stdin.Close()
 	go func() {
 		select {

@@ -114,9 +114,9 @@ func (s *Shared) ring(dir int) ring {
 // ringWriter sends a byte stream into a ring; Writer serialises it.
 type ringWriter struct {
 	r        ring
-	tail     uint64   // this side's own count; the shared one is only published
-	bell     int      // the pipe that wakes the reader
-	bellFile *os.File // kept open as long as the writer
+	tail     uint64          // this side's own count; the shared one is only published
+	bell     syscall.RawConn // the pipe that wakes the reader
+	bellFile *os.File        // kept open as long as the writer
 	closing  *atomic.Bool
 }
 
@@ -151,12 +151,14 @@ func (w *ringWriter) Write(p []byte) (int, error) {
 func (w *ringWriter) wake() {
 	if w.r.waiting.Load() == 1 && w.r.waiting.CompareAndSwap(1, 0) {
 		b := [1]byte{1}
-		for {
-			_, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(w.bell), uintptr(unsafe.Pointer(&b[0])), 1)
-			if e != syscall.EINTR {
-				return
+		w.bell.Write(func(fd uintptr) bool {
+			for {
+				_, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), 1)
+				if e != syscall.EINTR {
+					return true // written, full (EAGAIN) or gone: never wait
+				}
 			}
-		}
+		})
 	}
 }
 
@@ -180,8 +182,16 @@ func (w *ringWriter) waitRoom() error {
 			continue
 		}
 		// A reader that is gone has closed its end of the bell.
-		pfd := []unix.PollFd{{Fd: int32(w.bell), Events: unix.POLLOUT}}
-		if n, _ := unix.Poll(pfd, 0); n > 0 && pfd[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0 {
+		gone := false
+		err := w.bell.Control(func(fd uintptr) {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+			n, _ := unix.Poll(pfd, 0)
+			gone = n > 0 && pfd[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0
+		})
+		if err != nil {
+			return err
+		}
+		if gone {
 			return syscall.EPIPE
 		}
 		time.Sleep(sleep)

@@ -65,16 +65,15 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: raw(w).(io.Writer)} }
 // NewRingWriter writes frames into the ring of s going in direction dir,
 // waking its reader through the pipe bell (ring.go).
 func NewRingWriter(s *Shared, dir int, bell *os.File) (*Writer, error) {
-	// Not bell.Fd(): that would make the descriptor blocking, and a bell
-	// must never block.
+	// Through the file's RawConn, not bell.Fd(): Fd would make the
+	// descriptor blocking (a bell must never block), and a bare descriptor
+	// number could be closed and reused by another file meanwhile.
 	rc, err := bell.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
-	fd := -1
-	rc.Control(func(f uintptr) { fd = int(f) })
 	w := &Writer{}
-	w.w = &ringWriter{r: s.ring(dir), bell: fd, bellFile: bell, closing: &w.closing}
+	w.w = &ringWriter{r: s.ring(dir), bell: rc, bellFile: bell, closing: &w.closing}
 	return w, nil
 }
 
