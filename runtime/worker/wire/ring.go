@@ -263,7 +263,7 @@ func (r *ringReader) take(b []byte) (int, error) {
 // sleeps. Polling yields the processor to runnable goroutines between
 // attempts; at most CPUs − 1 readers of a process poll at once (none on
 // one CPU), and a reader whose windows keep expiring stops polling,
-// trying again now and then.
+// trying again every 16th wait with a window four times as long.
 type spinner struct {
 	window time.Duration // armed for the next wait, holding a slot
 	start  time.Time     // when this wait began polling
@@ -286,8 +286,14 @@ func (s *spinner) arm(d time.Duration) bool {
 		return false
 	}
 	s.waits++
-	if s.misses >= 4 && s.waits%32 != 0 {
-		return false
+	if s.misses >= 4 {
+		// Polling stopped paying: try again now and then, with a window
+		// long enough for a peer that sleeps to wake and answer (once
+		// both sides poll again, the short window is enough).
+		if s.waits%16 != 0 {
+			return false
+		}
+		d *= 4
 	}
 	if spinners.Add(1) > maxSpinners {
 		spinners.Add(-1)
@@ -319,7 +325,14 @@ func (s *spinner) done(read bool) {
 		return
 	}
 	if read && !s.start.IsZero() {
-		s.misses = 0
+		if time.Since(s.start) <= s.window/2 {
+			s.misses = 0
+		} else {
+			// Late: the peer was not running (the cores are busy), and
+			// polling took the processor a sleeping reader would have
+			// left to it.
+			s.misses++
+		}
 	}
 	s.release()
 }
