@@ -179,6 +179,10 @@ func (p *Pool) maxWorkerFrame() int {
 	return max(jsrt.DefaultMaxArgBytes, m.ResultBytes+4*m.LogBytes) + 1<<20
 }
 
+// heapReserveMax bounds the heap a worker maps for its runs as it starts
+// (wire.Init.HeapReserve): the default budget, up to this.
+const heapReserveMax = 512 << 20
+
 // handshakeTimeout bounds a worker's start (exec, loading, Init, Hello).
 const handshakeTimeout = 20 * time.Second
 
@@ -206,7 +210,8 @@ func (p *Pool) spawnWith(c confinement) (*proc, error) {
 	}
 	// Until the first run sets it from the worker's own size, a generous
 	// data limit that still stops a runaway allocation.
-	setRlimitData(w.pid, uint64(4*(budget+p.opts.MemoryOverhead)))
+	reserve := min(budget, heapReserveMax)
+	setRlimitData(w.pid, uint64(4*(budget+p.opts.MemoryOverhead)+reserve))
 	w.budget = budget
 
 	// One processor. With two, every host call's reply readied the VM's
@@ -219,7 +224,7 @@ func (p *Pool) spawnWith(c confinement) (*proc, error) {
 	// the worker KillAfter past the deadline or when its memory, read
 	// from /proc and the cgroup, passes the budget (TestBadInputOverHTTP).
 	ini := wire.Init{ParentPID: os.Getpid(), Chroot: c.chroot, UID: c.uid, GID: c.gid,
-		MaxStack: 64 << 20, MaxProcs: 1}
+		MaxStack: 64 << 20, MaxProcs: 1, HeapReserve: reserve}
 	hello, err := w.handshake(&ini)
 	if err != nil {
 		w.abort()

@@ -16,6 +16,9 @@ type Init struct {
 	MaxStack int
 	// MaxProcs caps the worker's GOMAXPROCS.
 	MaxProcs int
+	// HeapReserve is the heap the worker maps untouched, with huge pages
+	// advised, before it answers (0: none).
+	HeapReserve int64
 }
 
 // Marshal encodes m.
@@ -27,6 +30,7 @@ func (m *Init) Marshal() []byte {
 	e.Int(int64(m.GID))
 	e.Int(int64(m.MaxStack))
 	e.Int(int64(m.MaxProcs))
+	e.Int(m.HeapReserve)
 	return e.B
 }
 
@@ -39,6 +43,7 @@ func (m *Init) Unmarshal(b []byte) error {
 	m.GID = int(d.Int())
 	m.MaxStack = int(d.Int())
 	m.MaxProcs = int(d.Int())
+	m.HeapReserve = d.Int()
 	return d.Err
 }
 

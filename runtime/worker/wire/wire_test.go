@@ -17,7 +17,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 		Unmarshal([]byte) error
 	}
 	cases := []struct{ in, out msg }{
-		{&Init{ParentPID: 42, Chroot: true, UID: 65534, GID: -1, MaxStack: 64 << 20, MaxProcs: 1}, &Init{}},
+		{&Init{ParentPID: 42, Chroot: true, UID: 65534, GID: -1, MaxStack: 64 << 20, MaxProcs: 1, HeapReserve: 256 << 20}, &Init{}},
 		{&Hello{PID: 7, Confined: "chroot, uid 65534", Problem: ""}, &Hello{}},
 		{&Plan{Version: 3, Spec: []byte(`{"methods":[]}`)}, &Plan{}},
 		{&Run{ID: 9, PlanVersion: 3, Name: "s.js", Code: "return 1", Input: []byte(`{"a":1}`), Session: "s", Timeout: time.Second,
