@@ -98,33 +98,46 @@ func (p *Pool) spawner() {
 
 // start forks and execs a worker with confinement c. It runs on the
 // spawner thread.
-func (p *Pool) start(c confinement) (*proc, error) {
-	stdinR, stdinW, err := os.Pipe()
+func (p *Pool) start(c confinement) (w *proc, err error) {
+	// Every descriptor opened here is closed if the worker does not start;
+	// the child's ends are closed in the parent once it has.
+	var opened []*os.File
+	var shared *wire.Shared
+	defer func() {
+		if err != nil {
+			for _, f := range opened {
+				f.Close()
+			}
+			if shared != nil {
+				shared.Unmap()
+			}
+		}
+	}()
+	pipe := func() (r, w *os.File, err error) {
+		if r, w, err = os.Pipe(); err == nil {
+			opened = append(opened, r, w)
+		}
+		return r, w, err
+	}
+	stdinR, stdinW, err := pipe()
 	if err != nil {
 		return nil, err
 	}
-	stdoutR, stdoutW, err := os.Pipe()
+	stdoutR, stdoutW, err := pipe()
 	if err != nil {
-		stdinR.Close()
-		stdinW.Close()
 		return nil, err
 	}
-	stderrR, stderrW, err := os.Pipe()
+	stderrR, stderrW, err := pipe()
 	if err != nil {
-		stdinR.Close()
-		stdinW.Close()
-		stdoutR.Close()
-		stdoutW.Close()
 		return nil, err
 	}
 	shared, mem, err := wire.NewShared()
 	if err != nil {
-		stdinR.Close()
-		stdinW.Close()
-		stdoutR.Close()
-		stdoutW.Close()
-		stderrR.Close()
-		stderrW.Close()
+		return nil, err
+	}
+	opened = append(opened, mem)
+	out, err := wire.NewRingWriter(shared, wire.ToWorker, stdinW)
+	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(p.cmd[0], p.cmd[1:]...)
@@ -141,27 +154,13 @@ func (p *Pool) start(c confinement) (*proc, error) {
 		attr.GidMappingsEnableSetgroups = false
 	}
 	cmd.SysProcAttr = attr
-	err = cmd.Start()
-	stdinR.Close()
-	stdoutW.Close()
-	stderrW.Close()
-	mem.Close()
-	var out *wire.Writer
-	if err == nil {
-		out, err = wire.NewRingWriter(shared, wire.ToWorker, stdinW)
-		if err != nil {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			cmd.Wait()
-		}
-	}
-	if err != nil {
-		stdinW.Close()
-		stdoutR.Close()
-		stderrR.Close()
-		shared.Unmap()
+	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	w := &proc{pool: p, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, shared: shared,
+	for _, f := range []*os.File{stdinR, stdoutW, stderrW, mem} {
+		f.Close()
+	}
+	w = &proc{pool: p, cmd: cmd, pid: cmd.Process.Pid, stdin: stdinW, shared: shared,
 		out: out, in: wire.NewRingReader(shared, wire.ToParent, stdoutR, p.maxWorkerFrame()),
 		stderrDone: make(chan struct{}), dead: make(chan struct{})}
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -162,9 +163,9 @@ func TestRingWriterGivesUp(t *testing.T) {
 	c := newChannelPair(t)
 	done := make(chan error, 1)
 	go func() { done <- c.out.Send(KindResult, make([]byte, 2*RingBytes)) }()
-	// Wait until the ring is full, then stop the writer.
+	// Once the ring is full the writer waits for room; stop it then.
 	for c.sent.ring(ToWorker).tail.Load() < RingBytes {
-		time.Sleep(time.Millisecond)
+		runtime.Gosched()
 	}
 	c.out.Stop()
 	select {
