@@ -223,10 +223,16 @@ func (d *procTempDir) close() {
 }
 
 // deadTempEntries lists what in tmpRoot belongs to no live process: temp
-// directories of processes that are gone (their lock can be taken) and
-// loose files (earlier versions wrote temp files directly in tmpRoot). own
-// is skipped. Each dead directory is returned still locked by the caller;
-// call the returned unlock functions after removing it.
+// directories of processes that are gone (the process its name starts
+// with does not exist, and its lock can be taken) and loose files (earlier
+// versions wrote temp files directly in tmpRoot). own is skipped. Each
+// dead directory is returned still locked by the caller; call the
+// returned unlock functions after removing it.
+//
+// The lock alone leaves a window: a directory made a moment ago by a live
+// process and not yet locked looks dead. The process check closes it
+// (newProcTempDir still verifies what it locked). A directory of a dead
+// process whose number is taken again by a live one waits for that one.
 func deadTempEntries(tmpRoot, own string) (dead []string, unlock []func()) {
 	entries, err := os.ReadDir(tmpRoot)
 	if err != nil {
@@ -241,6 +247,9 @@ func deadTempEntries(tmpRoot, own string) (dead []string, unlock []func()) {
 			dead = append(dead, p)
 			continue
 		}
+		if processExists(e.Name()) {
+			continue
+		}
 		fh, err := os.Open(p)
 		if err != nil {
 			continue
@@ -253,6 +262,18 @@ func deadTempEntries(tmpRoot, own string) (dead []string, unlock []func()) {
 		unlock = append(unlock, func() { fh.Close() })
 	}
 	return dead, unlock
+}
+
+// processExists reports whether the process a temp directory's name
+// starts with (PID.random, see newProcTempDir) exists.
+func processExists(name string) bool {
+	pidText, _, ok := strings.Cut(name, ".")
+	pid, err := strconv.Atoi(pidText)
+	if !ok || err != nil || pid <= 0 {
+		return false
+	}
+	err = syscall.Kill(pid, 0)
+	return err == nil || err == syscall.EPERM
 }
 
 // ioReason is what an OS error says without the path it names: the data
