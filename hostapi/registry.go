@@ -263,6 +263,14 @@ func (r *Registry) Ops() []*Op {
 	return append([]*Op(nil), r.ops...)
 }
 
+// Len is how many ops are registered; registration only adds, so a change
+// of Len is a change of the registry.
+func (r *Registry) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.ops)
+}
+
 // ByName finds an op by its JS path.
 func (r *Registry) ByName(name string) *Op {
 	r.mu.RLock()

@@ -292,12 +292,12 @@ func (s *Server) handleRunEvents(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(s.cfg.Heartbeat)
 	defer tick.Stop()
 	write := func(f runfeed.Frame) {
-		data, err := json.Marshal(f.Data)
+		data, err := json.Marshal(f.Data())
 		if err != nil {
 			return
 		}
-		if f.ID != "" {
-			bw.WriteString("id: " + f.ID + "\n")
+		if id := f.ID(); id != "" {
+			bw.WriteString("id: " + id + "\n")
 		}
 		bw.WriteString("event: " + f.Type + "\ndata: ")
 		bw.Write(data)

@@ -25,6 +25,7 @@ type reqInfo struct {
 	route     string
 	workspace string
 	token     string
+	principal principal // set by authed
 }
 
 type reqInfoKey struct{}
@@ -160,9 +161,18 @@ func routeName(next http.Handler) http.Handler {
 }
 
 // writeJSON answers v as JSON.
+// Header values shared by every JSON response: assigned, not Set, they
+// cost no allocation (a slice's capacity is its length, so a later Add
+// copies rather than writes into it).
+var (
+	jsonContentType = []string{"application/json; charset=utf-8"}
+	noSniff         = []string{"nosniff"}
+)
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["X-Content-Type-Options"] = noSniff
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

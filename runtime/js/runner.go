@@ -88,7 +88,7 @@ func NewPlans(reg *hostapi.Registry) *Plans { return &Plans{reg: reg} }
 
 // Current returns the plan for the registry as it is now.
 func (p *Plans) Current() *Plan {
-	n := len(p.reg.Ops())
+	n := p.reg.Len()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.plan == nil || n != p.n {

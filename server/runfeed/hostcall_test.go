@@ -83,7 +83,7 @@ func TestHostCallsBounded(t *testing.T) {
 	frames = append(frames, drain(live)...)
 	pairs := 0
 	for _, fr := range frames {
-		if b, _ := fr.Data["content_block"].(map[string]any); fr.Type == FrameBlockStart && b["host_call"] == true && b["type"] == "tool_use" {
+		if b, _ := fr.Data()["content_block"].(map[string]any); fr.Type == FrameBlockStart && b["host_call"] == true && b["type"] == "tool_use" {
 			pairs++
 			if b["name"] == "files.late" {
 				t.Fatal("a host call after the end streamed")
@@ -91,8 +91,8 @@ func TestHostCallsBounded(t *testing.T) {
 		}
 	}
 	stop := frames[len(frames)-1]
-	if pairs != MaxHostCalls || stop.Data["host_calls"] != MaxHostCalls+7 || stop.Data["more_host_calls"] != 7 {
-		t.Fatalf("%d pairs, stop %v", pairs, stop.Data)
+	if pairs != MaxHostCalls || stop.Data()["host_calls"] != MaxHostCalls+7 || stop.Data()["more_host_calls"] != 7 {
+		t.Fatalf("%d pairs, stop %v", pairs, stop.Data())
 	}
 	if r, _ := f.Get("w", h.RunID()); r.HostCalls != MaxHostCalls+7 || len(r.Content) != 2+2*MaxHostCalls {
 		t.Fatalf("run: %d calls, %d blocks", r.HostCalls, len(r.Content))

@@ -93,13 +93,68 @@ func New(opts Options) *Feed {
 	return &Feed{opts: opts, epoch: hex.EncodeToString(b), ws: map[string]*workspace{}}
 }
 
-// Frame is one streamed event: its id ("EPOCH-SEQ", unique for the life of
-// the process), its type and its JSON payload (which carries "type" too).
+// Frame is one streamed event: its type, its id and its JSON payload
+// (which carries "type" too). Frames are kept by value in a workspace's
+// ring and a run's frames point at the run and the block they announce:
+// the payload is built when a frame is sent, not for every frame kept
+// (seven maps per run were a quarter of what a trivial run allocated in
+// the server, and most frames are never sent to anyone).
 type Frame struct {
-	ID   string
-	Type string
-	Data map[string]any
-	seq  uint64
+	Type  string
+	epoch string
+	seq   uint64 // 0: a gap frame, which has no id
+	run   *Run   // message_start, content blocks, message_stop
+	index int    // a content block's index
+	// block is a content block's body; data is the payload of a frame
+	// that is not a run's (instruction_result, feed:gap).
+	block, data map[string]any
+}
+
+// ID is "EPOCH-SEQ", unique for the life of the process; a gap frame has
+// none.
+func (fr Frame) ID() string {
+	if fr.seq == 0 {
+		return ""
+	}
+	return fr.epoch + "-" + strconv.FormatUint(fr.seq, 10)
+}
+
+// Data is the frame's JSON payload, a new map each call. What it reads of
+// the run is fixed by the time the frame is emitted: the head at Begin,
+// the outcome at End (after which a run no longer changes).
+func (fr Frame) Data() map[string]any {
+	r := fr.run
+	var d map[string]any
+	switch fr.Type {
+	case FrameMessageStart:
+		d = map[string]any{"message": map[string]any{
+			"id": r.ID, "role": r.Role, "kind": r.Kind, "name": r.Name, "door": r.Door, "session_id": r.SessionID, "started_at": r.StartedAt}}
+	case FrameBlockStart:
+		d = map[string]any{"message_id": r.ID, "index": fr.index, "content_block": fr.block}
+	case FrameBlockStop:
+		d = map[string]any{"message_id": r.ID, "index": fr.index}
+	case FrameMessageStop:
+		d = map[string]any{"message_id": r.ID, "status": r.Status, "duration_ms": r.DurationMs, "session_id": r.SessionID, "name": r.Name}
+		if r.Error != nil {
+			d["error"] = r.Error
+		}
+		if len(r.Instructions) > 0 {
+			d["instructions"] = r.Instructions
+		}
+		if r.HostCalls > 0 {
+			d["host_calls"] = r.HostCalls
+		}
+		if r.MoreHostCalls > 0 {
+			d["more_host_calls"] = r.MoreHostCalls
+		}
+	default:
+		d = make(map[string]any, len(fr.data)+1)
+		for k, v := range fr.data {
+			d[k] = v
+		}
+	}
+	d["type"] = fr.Type
+	return d
 }
 
 // Artifact is a file a call touched, as seed 002 describes it.
@@ -187,7 +242,9 @@ type Run struct {
 
 type workspace struct {
 	seq    uint64
-	frames []Frame // the last KeepFrames frames and up to as many older ones
+	// ring holds the last KeepFrames frames, frame n at ring[(n-1) %
+	// KeepFrames]: made at the first frame, never copied or grown.
+	ring []Frame
 	runs   []*Run  // the last KeepRuns runs, oldest first (running ones too)
 	byID   map[string]*Run
 	instr  map[string]*Instruction
@@ -221,17 +278,13 @@ func (f *Feed) newID(prefix string) string {
 // emit numbers a frame, keeps it in the ring and hands it to subscribers;
 // a subscriber whose buffer is full is dropped (its channel closed) and
 // resumes from its last frame id. f.mu is held.
-func (f *Feed) emit(w *workspace, typ string, data map[string]any) {
+func (f *Feed) emit(w *workspace, fr Frame) {
 	w.seq++
-	data["type"] = typ
-	fr := Frame{ID: f.epoch + "-" + strconv.FormatUint(w.seq, 10), Type: typ, Data: data, seq: w.seq}
-	w.frames = append(w.frames, fr)
-	// Trimmed only when twice over, so that each frame is copied once on
-	// average (trimming on every emit copied KeepFrames frames per frame:
-	// 40 % of a trivial run's CPU at 16 clients).
-	if len(w.frames) >= 2*f.opts.KeepFrames {
-		w.frames = append(w.frames[:0:0], w.frames[len(w.frames)-f.opts.KeepFrames:]...)
+	fr.epoch, fr.seq = f.epoch, w.seq
+	if w.ring == nil {
+		w.ring = make([]Frame, f.opts.KeepFrames)
 	}
+	w.ring[(fr.seq-1)%uint64(len(w.ring))] = fr
 	for s := range w.subs {
 		select {
 		case s.ch <- fr:
@@ -258,14 +311,14 @@ func (f *Feed) Subscribe(ws, lastID string) (frames <-chan Frame, cancel func())
 		case !ok || epoch != f.epoch || n > w.seq:
 			replay = append(replay, f.gapFrame())
 		default:
-			kept := w.frames[max(0, len(w.frames)-f.opts.KeepFrames):]
-			first := w.seq - uint64(len(kept)) + 1 // seq of kept[0]
+			kept := min(w.seq, uint64(len(w.ring)))
+			first := w.seq - kept + 1 // the oldest frame kept
 			if n+1 < first {
 				replay = append(replay, f.gapFrame())
 				n = first - 1
 			}
-			if n < w.seq {
-				replay = append(replay, kept[n+1-first:]...)
+			for seq := n + 1; seq <= w.seq; seq++ {
+				replay = append(replay, w.ring[(seq-1)%uint64(len(w.ring))])
 			}
 		}
 	}
@@ -292,7 +345,7 @@ func (f *Feed) Subscribe(ws, lastID string) (frames <-chan Frame, cancel func())
 // gapFrame tells a resuming client that frames were lost; its id is the
 // current position so that the client resumes from here.
 func (f *Feed) gapFrame() Frame {
-	return Frame{Type: FrameGap, Data: map[string]any{"type": FrameGap}}
+	return Frame{Type: FrameGap}
 }
 
 func parseID(id string) (epoch string, n uint64, ok bool) {
@@ -330,14 +383,12 @@ func (f *Feed) Begin(c Call) *Handle {
 	defer f.mu.Unlock()
 	w := f.workspace(c.Workspace)
 	r := &Run{ID: f.newID("msg"), Role: "assistant", Kind: c.Kind, Name: c.Name, Door: c.Door, SessionID: c.Session,
-		StartedAt: f.opts.Now().UTC().Format(time.RFC3339Nano), Status: "running", Content: []map[string]any{}, Attachments: []Artifact{},
-		arts: map[string]*Artifact{}}
+		StartedAt: f.opts.Now().UTC().Format(time.RFC3339Nano), Status: "running", Content: make([]map[string]any, 0, 2), Attachments: []Artifact{}}
 	r.toolUseID = f.newID("toolu")
 	w.runs = append(w.runs, r)
 	w.byID[r.ID] = r
 	f.trimRuns(w)
-	f.emit(w, FrameMessageStart, map[string]any{"message": map[string]any{
-		"id": r.ID, "role": r.Role, "kind": r.Kind, "name": r.Name, "door": r.Door, "session_id": r.SessionID, "started_at": r.StartedAt}})
+	f.emit(w, Frame{Type: FrameMessageStart, run: r})
 	f.block(w, r, map[string]any{"type": "tool_use", "id": r.toolUseID, "name": r.Name, "input": Clip(c.Input)})
 	return &Handle{f: f, ws: c.Workspace, run: r}
 }
@@ -371,8 +422,8 @@ func (f *Feed) block(w *workspace, r *Run, b map[string]any) {
 	idx := r.blocks
 	r.blocks++
 	r.Content = append(r.Content, b)
-	f.emit(w, FrameBlockStart, map[string]any{"message_id": r.ID, "index": idx, "content_block": b})
-	f.emit(w, FrameBlockStop, map[string]any{"message_id": r.ID, "index": idx})
+	f.emit(w, Frame{Type: FrameBlockStart, run: r, index: idx, block: b})
+	f.emit(w, Frame{Type: FrameBlockStop, run: r, index: idx})
 }
 
 // Artifact records that the call did a.Action to a file, and streams it as
@@ -398,6 +449,9 @@ func (h *Handle) Artifact(a Artifact) {
 		r.MoreArtifacts++
 		return
 	case prev == nil:
+		if r.arts == nil {
+			r.arts = map[string]*Artifact{}
+		}
 		cp := a
 		r.arts[a.ID] = &cp
 		r.order = append(r.order, a.ID)
@@ -467,20 +521,7 @@ func (h *Handle) End(o Outcome) {
 		r.Instructions = append(r.Instructions, in)
 		w.instr[in.ID] = in
 	}
-	stop := map[string]any{"message_id": r.ID, "status": r.Status, "duration_ms": r.DurationMs, "session_id": r.SessionID, "name": r.Name}
-	if r.Error != nil {
-		stop["error"] = r.Error
-	}
-	if len(r.Instructions) > 0 {
-		stop["instructions"] = r.Instructions
-	}
-	if r.HostCalls > 0 {
-		stop["host_calls"] = r.HostCalls
-	}
-	if r.MoreHostCalls > 0 {
-		stop["more_host_calls"] = r.MoreHostCalls
-	}
-	f.emit(w, FrameMessageStop, stop)
+	f.emit(w, Frame{Type: FrameMessageStop, run: r})
 	f.trimRuns(w)
 }
 
@@ -559,7 +600,7 @@ func (f *Feed) Report(ws, id, status, method string, e *ErrorInfo) (Instruction,
 	}
 	in.Status, in.Method, in.Error = status, method, e
 	in.ReportedAt = f.opts.Now().UTC().Format(time.RFC3339Nano)
-	f.emit(w, FrameInstructionResult, map[string]any{"message_id": in.MessageID, "instruction": *in})
+	f.emit(w, Frame{Type: FrameInstructionResult, data: map[string]any{"message_id": in.MessageID, "instruction": *in}})
 	return *in, nil
 }
 

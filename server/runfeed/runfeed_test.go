@@ -36,15 +36,15 @@ func TestRingAndHistoryBounds(t *testing.T) {
 	if len(frames) != 30 {
 		t.Fatalf("%d frames", len(frames))
 	}
-	first = frames[0].ID
+	first = frames[0].ID()
 	resumed, c2 := f.Subscribe("w", first)
 	defer c2()
 	got := drain(resumed)
-	if got[0].Type != FrameGap || len(got) != 11 || got[1].ID != frames[20].ID {
+	if got[0].Type != FrameGap || len(got) != 11 || got[1].ID() != frames[20].ID() {
 		t.Fatalf("resume after a trimmed frame: %d frames, first %s", len(got), got[0].Type)
 	}
 	// Resuming at the end replays nothing.
-	atEnd, c3 := f.Subscribe("w", frames[29].ID)
+	atEnd, c3 := f.Subscribe("w", frames[29].ID())
 	defer c3()
 	if got := drain(atEnd); len(got) != 0 {
 		t.Fatalf("resume at the end replays %d frames", len(got))
