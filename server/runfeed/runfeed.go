@@ -241,13 +241,13 @@ type Run struct {
 }
 
 type workspace struct {
-	seq    uint64
+	seq uint64
 	// ring holds the last KeepFrames frames, frame n at ring[(n-1) %
 	// KeepFrames]: made at the first frame, never copied or grown.
-	ring []Frame
-	runs   []*Run  // the last KeepRuns runs, oldest first (running ones too)
-	byID   map[string]*Run
-	instr  map[string]*Instruction
+	ring  []Frame
+	runs  []*Run // the last KeepRuns runs, oldest first (running ones too)
+	byID  map[string]*Run
+	instr map[string]*Instruction
 	// made maps a file id to the run that last created or changed it.
 	made map[string]provenance
 	subs map[*subscriber]struct{}
