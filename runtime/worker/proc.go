@@ -140,6 +140,9 @@ func (p *Pool) start(c confinement) (w *proc, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// A worker that stops reading (and claims its ring full) cannot hold
+	// a send, and with it a run, its slot and the caller.
+	out.SetStall(sendStall)
 	cmd := exec.Command(p.cmd[0], p.cmd[1:]...)
 	cmd.Env = []string{}
 	cmd.Dir = c.root
@@ -384,8 +387,8 @@ func (w *proc) runJob(ctx context.Context, j *job, b *jsrt.Begun, deadline time.
 	p := w.pool
 	if w.planVersion != b.Plan.Version {
 		m := wire.Plan{Version: uint64(b.Plan.Version), Spec: p.spec(b.Plan)}
-		if err := w.out.Send(wire.KindPlan, m.Marshal()); err != nil {
-			return w.lost(), false
+		if err := w.out.SendWithin(wire.KindPlan, m.Marshal(), w.startStall(deadline)); err != nil {
+			return w.sendFailed(err), false
 		}
 		w.planVersion = b.Plan.Version
 	}
@@ -406,8 +409,8 @@ func (w *proc) runJob(ctx context.Context, j *job, b *jsrt.Begun, deadline time.
 		Input: b.Request.Input, Session: b.Request.Session, Timeout: remaining, TimeoutMessage: timeoutErr.Message,
 		MemoryBytes: lim.MemoryBytes, LogBytes: lim.LogBytes, ResultBytes: lim.ResultBytes, MaxCalls: lim.MaxCalls,
 		MaxArgBytes: lim.MaxArgBytes, Grace: grace}
-	if err := w.out.Send(wire.KindRun, m.Marshal()); err != nil {
-		return w.lost(), false
+	if err := w.out.SendWithin(wire.KindRun, m.Marshal(), w.startStall(deadline)); err != nil {
+		return w.sendFailed(err), false
 	}
 	kill := time.NewTimer(remaining + p.opts.KillAfter)
 	defer kill.Stop()
@@ -450,7 +453,10 @@ func (w *proc) runJob(ctx context.Context, j *job, b *jsrt.Begun, deadline time.
 			}
 			j.noteStop(reason)
 			c := wire.Stop{Run: j.id, Code: string(reason.Code), Message: reason.Message}
-			w.out.Send(wire.KindCancel, c.Marshal())
+			// Not from this loop: a worker that stopped reading would
+			// hold the send, and the kill below with it, until the
+			// stall gives up. The kill stops the send.
+			go w.out.Send(wire.KindCancel, c.Marshal())
 			rearm()
 		case <-kill.C:
 			reason := j.reason()
@@ -523,6 +529,30 @@ func (w *proc) anonRSS() int64 {
 }
 
 // lost is the outcome of a run whose worker vanished before it started.
+// sendStall is how long a frame to a worker waits for room in its ring
+// before the worker counts as having stopped reading. An honest worker
+// drains the ring within milliseconds, its reader running at least every
+// 10 ms however busy its VM keeps it.
+const sendStall = 5 * time.Second
+
+// startStall bounds the sends that start a run: the run's end is due at its
+// deadline, and the worker's reading then has KillAfter, as a stuck VM
+// has.
+func (w *proc) startStall(deadline time.Time) time.Duration {
+	return min(sendStall, time.Until(deadline)+w.pool.opts.KillAfter)
+}
+
+// sendFailed is the outcome of a run whose frame could not be sent: a
+// worker that stopped reading is killed; one that is gone was lost.
+func (w *proc) sendFailed(err error) script.Outcome {
+	if errors.Is(err, wire.ErrStalled) {
+		reason := apierr.New(apierr.Internal, "the sandbox worker stopped reading its channel; the run was stopped")
+		w.kill(reason)
+		return script.Outcome{Err: reason}
+	}
+	return w.lost()
+}
+
 func (w *proc) lost() script.Outcome {
 	return script.Outcome{Err: unavailable("the sandbox worker exited before the run started; retry")}
 }

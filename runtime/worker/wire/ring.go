@@ -118,6 +118,7 @@ type ringWriter struct {
 	bell     syscall.RawConn // the pipe that wakes the reader
 	bellFile *os.File        // kept open as long as the writer
 	closing  *atomic.Bool
+	stall    time.Duration // how long waitRoom waits for the reader (0: no limit)
 }
 
 // Write copies p into the ring, waiting for room as needed.
@@ -176,6 +177,11 @@ func (w *ringWriter) waitRoom() error {
 		}
 		if w.tail-w.r.head.Load() < RingBytes {
 			return nil
+		}
+		// The reader took nothing since the wait began (anything it takes
+		// makes room).
+		if w.stall > 0 && time.Since(start) >= w.stall {
+			return ErrStalled
 		}
 		if time.Since(start) < 200*time.Microsecond {
 			runtime.Gosched()

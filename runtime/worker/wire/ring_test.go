@@ -192,3 +192,37 @@ func TestRingWriterGivesUp(t *testing.T) {
 		t.Fatal("a writer waits for room from a reader that is gone")
 	}
 }
+
+// A writer whose reader takes nothing gives up after its stall, and a
+// SendWithin after its own; a reader that takes something in time lets
+// the send finish.
+func TestRingWriterStalls(t *testing.T) {
+	c := newChannelPair(t)
+	c.out.SetStall(50 * time.Millisecond)
+	start := time.Now()
+	if err := c.out.Send(KindResult, make([]byte, 2*RingBytes)); !errors.Is(err, ErrStalled) {
+		t.Fatalf("send to a reader that takes nothing: %v", err)
+	}
+	if took := time.Since(start); took < 50*time.Millisecond {
+		t.Fatalf("gave up after %v, before its stall", took)
+	}
+
+	c2 := newChannelPair(t)
+	if err := c2.out.SendWithin(KindResult, make([]byte, 2*RingBytes), 20*time.Millisecond); !errors.Is(err, ErrStalled) {
+		t.Fatalf("SendWithin to a reader that takes nothing: %v", err)
+	}
+
+	c3 := newChannelPair(t)
+	c3.out.SetStall(time.Minute)
+	payload := make([]byte, 3*RingBytes)
+	payload[len(payload)-1] = 7
+	done := make(chan error, 1)
+	go func() { done <- c3.out.Send(KindResult, payload) }()
+	kind, got, err := c3.in.Next()
+	if err != nil || kind != KindResult || len(got) != len(payload) || got[len(got)-1] != 7 {
+		t.Fatalf("frame through a ring three times its size: %v kind %d len %d", err, kind, len(got))
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("send with a reader taking: %v", err)
+	}
+}

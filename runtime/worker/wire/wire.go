@@ -47,6 +47,10 @@ const (
 
 const headerLen = 5
 
+// ErrStalled is returned by a Send whose reader stopped taking frames (see
+// Writer.SetStall).
+var ErrStalled = errors.New("wire: the reader stopped taking frames")
+
 // ErrTooLarge is returned for a frame longer than the reader accepts.
 var ErrTooLarge = errors.New("wire: frame too large")
 
@@ -90,6 +94,15 @@ func (w *Writer) Close() {
 // from now on fail, without waiting.
 func (w *Writer) Stop() { w.closing.Store(true) }
 
+// SetStall makes a Send into a ring give up with ErrStalled when its reader
+// has taken nothing for d (0, the default: wait as long as it takes). Call
+// it before the first Send.
+func (w *Writer) SetStall(d time.Duration) {
+	if rw, ok := w.w.(*ringWriter); ok {
+		rw.stall = d
+	}
+}
+
 type closedWriter struct{}
 
 func (closedWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }
@@ -102,6 +115,23 @@ const smallFrame = 64 << 10
 func (w *Writer) Send(kind byte, payload []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.send(kind, payload)
+}
+
+// SendWithin is Send with its own stall limit (see SetStall): a frame that
+// must be taken before a deadline.
+func (w *Writer) SendWithin(kind byte, payload []byte, stall time.Duration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rw, ok := w.w.(*ringWriter); ok {
+		saved := rw.stall
+		rw.stall = max(stall, time.Nanosecond)
+		defer func() { rw.stall = saved }()
+	}
+	return w.send(kind, payload)
+}
+
+func (w *Writer) send(kind byte, payload []byte) error {
 	if w.closing.Load() {
 		return os.ErrClosed
 	}
