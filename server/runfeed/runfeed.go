@@ -243,7 +243,8 @@ type Run struct {
 type workspace struct {
 	seq uint64
 	// ring holds the last KeepFrames frames, frame n at ring[(n-1) %
-	// KeepFrames]: made at the first frame, never copied or grown.
+	// KeepFrames]: it grows until it holds KeepFrames, then frames are
+	// overwritten in place, never copied.
 	ring  []Frame
 	runs  []*Run // the last KeepRuns runs, oldest first (running ones too)
 	byID  map[string]*Run
@@ -281,10 +282,18 @@ func (f *Feed) newID(prefix string) string {
 func (f *Feed) emit(w *workspace, fr Frame) {
 	w.seq++
 	fr.epoch, fr.seq = f.epoch, w.seq
-	if w.ring == nil {
-		w.ring = make([]Frame, f.opts.KeepFrames)
+	if i := int((fr.seq - 1) % uint64(f.opts.KeepFrames)); i < len(w.ring) {
+		w.ring[i] = fr
+	} else {
+		// Still filling (i == len): grown by doubling up to KeepFrames,
+		// so that a workspace with a few runs keeps a few frames.
+		if len(w.ring) == cap(w.ring) {
+			grown := make([]Frame, len(w.ring), min(max(2*cap(w.ring), 64), f.opts.KeepFrames))
+			copy(grown, w.ring)
+			w.ring = grown
+		}
+		w.ring = append(w.ring, fr)
 	}
-	w.ring[(fr.seq-1)%uint64(len(w.ring))] = fr
 	for s := range w.subs {
 		select {
 		case s.ch <- fr:
@@ -311,14 +320,14 @@ func (f *Feed) Subscribe(ws, lastID string) (frames <-chan Frame, cancel func())
 		case !ok || epoch != f.epoch || n > w.seq:
 			replay = append(replay, f.gapFrame())
 		default:
-			kept := min(w.seq, uint64(len(w.ring)))
+			kept := uint64(len(w.ring))
 			first := w.seq - kept + 1 // the oldest frame kept
 			if n+1 < first {
 				replay = append(replay, f.gapFrame())
 				n = first - 1
 			}
 			for seq := n + 1; seq <= w.seq; seq++ {
-				replay = append(replay, w.ring[(seq-1)%uint64(len(w.ring))])
+				replay = append(replay, w.ring[(seq-1)%uint64(f.opts.KeepFrames)])
 			}
 		}
 	}

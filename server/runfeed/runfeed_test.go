@@ -1,6 +1,7 @@
 package runfeed
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -100,4 +101,45 @@ func TestClipSizesByJSON(t *testing.T) {
 	if len(got) >= len(long) || len(got) > maxInputBytes+64 {
 		t.Fatalf("a %d-byte input kept %d bytes", len(long), len(got))
 	}
+}
+
+// The ring keeps exactly the last KeepFrames frames, in order, whether it
+// is still filling or has wrapped many times over.
+func TestRingKeepsTheLastFrames(t *testing.T) {
+	const keep = 100
+	f := New(Options{KeepFrames: keep})
+	for _, runs := range []int{3, 40, 500} {
+		for i := 0; i < runs; i++ {
+			h := f.Begin(Call{Workspace: "w", Kind: "script", Name: "script.js", Door: "http"})
+			h.End(Outcome{OK: true})
+		}
+		f.mu.Lock()
+		seq := f.ws["w"].seq
+		f.mu.Unlock()
+		// From the start: everything still kept replays after a gap
+		// frame when some were lost.
+		got := drain(mustSubscribe(t, f, f.epoch+"-0"))
+		kept := min(seq, keep)
+		if seq > keep {
+			if len(got) == 0 || got[0].Type != FrameGap {
+				t.Fatalf("after %d frames: no gap frame first", seq)
+			}
+			got = got[1:]
+		}
+		if uint64(len(got)) != kept {
+			t.Fatalf("after %d frames: %d replayed, want %d", seq, len(got), kept)
+		}
+		for i, fr := range got {
+			if wantID := f.epoch + "-" + strconv.FormatUint(seq-kept+1+uint64(i), 10); fr.ID() != wantID {
+				t.Fatalf("after %d frames: frame %d is %s, want %s", seq, i, fr.ID(), wantID)
+			}
+		}
+	}
+}
+
+func mustSubscribe(t *testing.T, f *Feed, last string) <-chan Frame {
+	t.Helper()
+	ch, cancel := f.Subscribe("w", last)
+	t.Cleanup(cancel)
+	return ch
 }
