@@ -128,6 +128,12 @@ func hostileWorker(attack, pidDir string) int {
 		return 0
 	case "claims the parent's ring is full":
 		claimFull(raw)
+	case "calls the host, then stops reading":
+		// The parent answers into a ring claimed full: its reply waits
+		// for room until the run's end kills this worker.
+		claimFull(raw)
+		call := wire.Call{Run: run.ID, ID: 1, Method: 0, Args: []byte("[]")}
+		out.Send(wire.KindCall, call.Marshal())
 	case "answers, then claims the parent's ring is full":
 		// The claim comes first: once the parent has the result, it may
 		// send the next run at any moment.
@@ -175,6 +181,7 @@ func TestHostileWorkerCannotHurtTheHost(t *testing.T) {
 		{"exits mid-run", apierr.Internal, true},
 		{"bells without frames", apierr.Timeout, false},
 		{"result for another run", apierr.Timeout, false},
+		{"calls the host, then stops reading", apierr.Timeout, false},
 	}
 	ctx := context.Background()
 	for _, c := range cases {
@@ -209,7 +216,7 @@ func TestHostileWorkerCannotHurtTheHost(t *testing.T) {
 				t.Errorf("hostile worker %d is still there after its run", pid)
 			}
 			waitFor(t, gone, func() string { return fmt.Sprintf("hostile worker %d is still there", pid) })
-			t.Logf("%-24s %s after %v: %s", c.attack, res.Error.Code, took.Round(time.Millisecond), firstLine(res.Error.Message))
+			t.Logf("%-36s %s after %v: %s", c.attack, res.Error.Code, took.Round(time.Millisecond), firstLine(res.Error.Message))
 		})
 	}
 	// The host serves on: a pool of real workers in this same process.

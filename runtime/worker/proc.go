@@ -456,7 +456,7 @@ func (w *proc) runJob(ctx context.Context, j *job, b *jsrt.Begun, deadline time.
 			// Not from this loop: a worker that stopped reading would
 			// hold the send, and the kill below with it, until the
 			// stall gives up. The kill stops the send.
-			go w.out.Send(wire.KindCancel, c.Marshal())
+			go w.send(wire.KindCancel, c.Marshal())
 			rearm()
 		case <-kill.C:
 			reason := j.reason()
@@ -528,7 +528,6 @@ func (w *proc) anonRSS() int64 {
 	return (resident - shared) * int64(os.Getpagesize())
 }
 
-// lost is the outcome of a run whose worker vanished before it started.
 // sendStall is how long a frame to a worker waits for room in its ring
 // before the worker counts as having stopped reading. An honest worker
 // drains the ring within milliseconds, its reader running at least every
@@ -546,13 +545,27 @@ func (w *proc) startStall(deadline time.Time) time.Duration {
 // worker that stopped reading is killed; one that is gone was lost.
 func (w *proc) sendFailed(err error) script.Outcome {
 	if errors.Is(err, wire.ErrStalled) {
-		reason := apierr.New(apierr.Internal, "the sandbox worker stopped reading its channel; the run was stopped")
+		reason := stalled()
 		w.kill(reason)
 		return script.Outcome{Err: reason}
 	}
 	return w.lost()
 }
 
+// stalled is why a worker that stopped reading was killed.
+func stalled() *apierr.Error {
+	return apierr.New(apierr.Internal, "the sandbox worker stopped reading its channel; the run was stopped")
+}
+
+// send sends a frame that the run does not wait on (a cancel, a host
+// call's reply); a worker that stopped reading is killed.
+func (w *proc) send(kind byte, payload []byte) {
+	if errors.Is(w.out.Send(kind, payload), wire.ErrStalled) {
+		w.kill(stalled())
+	}
+}
+
+// lost is the outcome of a run whose worker vanished before it started.
 func (w *proc) lost() script.Outcome {
 	return script.Outcome{Err: unavailable("the sandbox worker exited before the run started; retry")}
 }
@@ -701,7 +714,7 @@ func (w *proc) serveCall(j *job, m *wire.Call) (handedOver bool) {
 		// reads, it polls for the worker's next call, which a script
 		// awaiting its calls one by one makes within microseconds.
 		r.Polling = !handedOver && w.in.PollNext(wire.SpinWindow)
-		w.out.Send(wire.KindReply, r.Marshal())
+		w.send(wire.KindReply, r.Marshal())
 	}
 	return handedOver
 }

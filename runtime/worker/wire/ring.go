@@ -181,6 +181,8 @@ func (w *ringWriter) waitRoom() error {
 		// The reader took nothing since the wait began (anything it takes
 		// makes room).
 		if w.stall > 0 && time.Since(start) >= w.stall {
+			// The frame may be half written: nothing may follow it.
+			w.closing.Store(true)
 			return ErrStalled
 		}
 		if time.Since(start) < 200*time.Microsecond {

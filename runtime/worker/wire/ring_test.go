@@ -206,6 +206,10 @@ func TestRingWriterStalls(t *testing.T) {
 	if took := time.Since(start); took < 50*time.Millisecond {
 		t.Fatalf("gave up after %v, before its stall", took)
 	}
+	// Its frame is half written: nothing may follow it.
+	if err := c.out.Send(KindCall, nil); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("send after a stall: %v", err)
+	}
 
 	c2 := newChannelPair(t)
 	if err := c2.out.SendWithin(KindResult, make([]byte, 2*RingBytes), 20*time.Millisecond); !errors.Is(err, ErrStalled) {

@@ -95,8 +95,9 @@ func (w *Writer) Close() {
 func (w *Writer) Stop() { w.closing.Store(true) }
 
 // SetStall makes a Send into a ring give up with ErrStalled when its reader
-// has taken nothing for d (0, the default: wait as long as it takes). Call
-// it before the first Send.
+// has taken nothing for d (0, the default: wait as long as it takes); the
+// writer is then stopped (see Stop), since its frame may be half written.
+// Call it before the first Send.
 func (w *Writer) SetStall(d time.Duration) {
 	if rw, ok := w.w.(*ringWriter); ok {
 		rw.stall = d
