@@ -8,11 +8,12 @@
 // the first ready package by import path at each step, and goja waits for
 // golang.org/x/text, which sorts after most github.com packages; so the
 // spreadsheet, schema and PDF libraries initialise first and leave 2.5 MB
-// of package data on the worker's heap (see gcPercent). The worker holds nothing but its channel: stdin and
-// stdout carry frames (runtime/worker/wire), stderr carries a crash report
-// to the parent, every other inherited descriptor is closed, and when the
-// parent asks it chroots into its empty working directory, drops to an
-// unprivileged user and sets no_new_privs.
+// of package data on the worker's heap (see gcPercent). The worker holds
+// nothing but its channel: stdin and stdout carry frames
+// (runtime/worker/wire), stderr carries a crash report to the parent,
+// every other inherited descriptor is closed, and when the parent asks it
+// chroots into its empty working directory, drops to an unprivileged user
+// and sets no_new_privs.
 package child
 
 import (
