@@ -87,11 +87,7 @@ func TestRunBusy(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&m)
 		done <- m
 	}()
-	// Wait until the slow run holds the only slot.
-	deadline := time.Now().Add(5 * time.Second)
-	for e.srv.metrics.runsInFlight.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, 5*time.Second, "the slow run to hold the only slot", func() bool { return e.srv.metrics.runsInFlight.Load() > 0 })
 	resp, b := e.do("POST", "/api/run", strings.NewReader(`{"code":"return 1"}`), nil)
 	errCode(t, resp, b, 503, "BUSY")
 	if resp.Header.Get("Retry-After") == "" {
@@ -298,7 +294,10 @@ func TestGracefulShutdown(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&m)
 		runDone <- m["result"]
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The run is in flight, so the upload is too: its connection carried
+	// the first half of its body before the run's was dialled, and the
+	// server accepts connections in order.
+	waitFor(t, 5*time.Second, "the run to be in flight", func() bool { return srv.metrics.runsInFlight.Load() > 0 })
 	cancel()
 	// The event stream ends promptly.
 	select {
@@ -310,10 +309,13 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatal("event stream not closed on shutdown")
 	}
 	// New connections are refused while in-flight work finishes.
-	time.Sleep(50 * time.Millisecond)
-	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
-		t.Error("listener still accepting after shutdown began")
-	}
+	waitFor(t, 5*time.Second, "the listener to close", func() bool {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
 	pw.Write([]byte(" second half\r\n--B--\r\n"))
 	pw.Close()
 	if code := <-upDone; code != 201 {
