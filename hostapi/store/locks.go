@@ -71,14 +71,16 @@ func (t *lockTable) pin(id string) func() {
 		once.Do(func() {
 			l.mu.Lock()
 			l.readers--
-			var gone []string
 			if l.readers == 0 {
-				gone, l.retired = l.retired, nil
+				// Removed under the lock (as in retire): a reader that
+				// pins next and still finds the body must be able to
+				// count on it.
+				for _, p := range l.retired {
+					os.Remove(p)
+				}
+				l.retired = nil
 			}
 			l.mu.Unlock()
-			for _, p := range gone {
-				os.Remove(p)
-			}
 			t.release(id, l)
 		})
 	}
@@ -108,14 +110,19 @@ func (t *lockTable) retire(id, path string) {
 	t.mu.Lock()
 	l := t.locks[id]
 	t.mu.Unlock()
-	if l != nil {
-		l.mu.Lock()
-		if l.readers > 0 {
-			l.retired = append(l.retired, path)
-			l.mu.Unlock()
-			return
-		}
-		l.mu.Unlock()
+	if l == nil {
+		os.Remove(path)
+		return
+	}
+	// The removal happens under the lock that pin takes: a reader pins,
+	// then checks that the body is there, and from then on relies on it.
+	// Removed after the unlock, a body could vanish between a reader's
+	// check and its read (TestReadersNeverFailDuringOverwrites saw it).
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.readers > 0 {
+		l.retired = append(l.retired, path)
+		return
 	}
 	os.Remove(path)
 }
